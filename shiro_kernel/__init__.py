@@ -1,0 +1,23 @@
+"""shiro_kernel: an AI agent that lives inside Jupyter.
+
+``%load_ext shiro_kernel`` registers ``%shiro`` / ``%%shiro``. Loading is cheap: ``openai`` is
+imported only by :mod:`shiro_kernel.provider`, and only when a turn needs it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    from .magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from .magics import unload
+
+    unload(ipython)

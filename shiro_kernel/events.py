@@ -1,0 +1,100 @@
+"""Events: what a provider streams and what a turn reports, in the project's own types.
+
+The provider layer turns SDK stream events into the first group; the turn loop adds the second.
+Renderers (text, widgets) only ever see these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .transcript import Message, ToolCallPart, ToolResultPart
+
+
+# -- from the provider -------------------------------------------------------------------------
+@dataclass
+class TextDelta:
+    text: str
+
+
+@dataclass
+class ReasoningDelta:
+    text: str
+
+
+@dataclass
+class ToolCallEvent:
+    """A complete tool call from the model (arguments fully received)."""
+
+    call: ToolCallPart
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None  # None when the model is not in the price table
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None if self.cost_usd is None and other.cost_usd is None else (
+            (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        )
+        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost)
+
+
+@dataclass
+class Done:
+    """The response is complete: the assistant message as it goes into the transcript."""
+
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    api: str = "responses"  # which API actually answered (chat may have fallen back)
+
+
+@dataclass
+class Error:
+    """The request failed for good (after retries): one clear sentence, never the key."""
+
+    message: str
+    status: int | None = None
+    retryable: bool = False
+
+
+ProviderEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Done | Error
+
+
+# -- from the turn loop -------------------------------------------------------------------------
+@dataclass
+class StepStart:
+    step: int
+
+
+@dataclass
+class ToolStart:
+    call: ToolCallPart
+
+
+@dataclass
+class ToolEnd:
+    call: ToolCallPart
+    result: ToolResultPart
+    seconds: float
+
+
+@dataclass
+class Notice:
+    text: str
+    kind: str = "info"  # info | compacted | warning
+
+
+@dataclass
+class TurnEnd:
+    """The turn is over. ``reason`` is one of answered | max_steps | aborted | error."""
+
+    reason: str
+    usage: Usage
+    error: str | None = None
+
+
+TurnEvent = StepStart | ToolStart | ToolEnd | Notice | TurnEnd
+Event = ProviderEvent | TurnEvent

@@ -1,0 +1,75 @@
+"""The tools the model can call. Adding a tool is one small module exposing ``TOOLS`` plus one
+line in ``_MODULES`` below."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Any
+
+from ..transcript import ToolCallPart, ToolResultPart
+from .base import Tool, ToolContext, ToolError, truncate
+
+__all__ = ["Tool", "ToolContext", "ToolError", "all_tools", "run_tool"]
+
+# module names under shiro_kernel.tools, in the order the model sees them
+_MODULES = ("python_tool", "inspect_tool", "files", "shell_tool", "notebook")
+
+
+def all_tools() -> dict[str, Tool]:
+    """Every tool by name, in a stable order."""
+    tools: dict[str, Tool] = {}
+    for name in _MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        for tool in module.TOOLS:
+            tools[tool.name] = tool
+    return tools
+
+
+def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
+    """Light validation against the tool's schema: unknown keys, missing required keys, types."""
+    props: dict[str, Any] = tool.parameters.get("properties", {})
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; {tool.name} takes {', '.join(props) or 'none'}")
+    checks = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+    for name, prop in props.items():
+        value = args.get(name)
+        kinds = prop.get("type", [])
+        kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+        if value is None:
+            if name in tool.parameters.get("required", []) and "null" not in kinds:
+                raise ToolError(f"missing required argument {name!r}")
+            continue
+        allowed = tuple(t for k in kinds if k != "null" for t in (
+            checks[k] if isinstance(checks.get(k), tuple) else (checks[k],)) if k in checks)
+        if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
+            want = " or ".join(k for k in kinds if k != "null")
+            raise ToolError(f"argument {name!r} must be {want}, not {type(value).__name__}")
+        if "enum" in prop and value not in prop["enum"]:
+            raise ToolError(f"argument {name!r} must be one of {', '.join(map(str, prop['enum']))}, not {value!r}")
+    return args
+
+
+def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
+    """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
+    def result(output: str, is_error: bool = False) -> ToolResultPart:
+        return ToolResultPart(call.call_id, call.name, truncate(output), is_error=is_error)
+
+    tool = tools.get(call.name)
+    if tool is None:
+        return result(f"Error: unknown tool {call.name!r}; available: {', '.join(tools)}", True)
+    try:
+        args = _check_arguments(tool, call.parsed_arguments())
+        return result(tool.run(args, ctx))
+    except (ToolError, ValueError) as exc:
+        return result(f"Error: {exc}", True)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # a tool's bug must not end the turn
+        return result(f"Error: {type(exc).__name__}: {exc}", True)
+
+
+def tool_specs(tools: dict[str, Tool]) -> str:
+    """The tool specs as JSON text (for debugging and the docs)."""
+    return json.dumps([t.spec() for t in tools.values()], indent=2)

@@ -1,0 +1,174 @@
+"""The transcript: messages made of parts, in the project's own types.
+
+This is what the turn loop speaks and what a session record stores. No SDK object ever lands
+here. Every part may carry the provider's item id (``item_id``) and provider metadata
+(``meta``, e.g. ``{"phase": "commentary"}``); both survive a JSON round trip unchanged.
+
+JSON shape of one message::
+
+    {"role": "assistant", "parts": [
+        {"type": "reasoning", "summary": ["..."], "encrypted": "...", "itemId": "rs_1"},
+        {"type": "text", "text": "...", "itemId": "msg_1", "meta": {"phase": "final_answer"}},
+        {"type": "tool_call", "callId": "call_1", "name": "python", "arguments": "{...}"}]}
+    {"role": "tool", "parts": [
+        {"type": "tool_result", "callId": "call_1", "name": "python", "output": "2.0"}]}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+
+
+@dataclass
+class TextPart:
+    text: str
+    item_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    type: Literal["text"] = field(default="text", init=False)
+
+
+@dataclass
+class ReasoningPart:
+    """A reasoning item: its readable summary and, when the provider gave it, the opaque
+    encrypted content that lets it be replayed with ``store`` off."""
+
+    summary: list[str] = field(default_factory=list)
+    encrypted: str | None = None
+    item_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    type: Literal["reasoning"] = field(default="reasoning", init=False)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(self.summary)
+
+
+@dataclass
+class ToolCallPart:
+    call_id: str
+    name: str
+    arguments: str  # the raw JSON text the model produced, kept verbatim
+    item_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    type: Literal["tool_call"] = field(default="tool_call", init=False)
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; raises ValueError with a readable reason otherwise."""
+        try:
+            value = json.loads(self.arguments) if self.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"arguments are not valid JSON ({exc.msg} at position {exc.pos})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"arguments must be a JSON object, not {type(value).__name__}")
+        return value
+
+
+@dataclass
+class ToolResultPart:
+    call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+    item_id: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    type: Literal["tool_result"] = field(default="tool_result", init=False)
+
+
+Part = Union[TextPart, ReasoningPart, ToolCallPart, ToolResultPart]
+
+
+@dataclass
+class Message:
+    role: Role
+    parts: list[Part] = field(default_factory=list)
+
+    @classmethod
+    def system(cls, text: str) -> Message:
+        return cls("system", [TextPart(text)])
+
+    @classmethod
+    def user(cls, text: str) -> Message:
+        return cls("user", [TextPart(text)])
+
+    @property
+    def text(self) -> str:
+        """The message's visible text (text parts joined)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    def tool_calls(self) -> list[ToolCallPart]:
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+    def tool_results(self) -> list[ToolResultPart]:
+        return [p for p in self.parts if isinstance(p, ToolResultPart)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"role": self.role, "parts": [part_to_json(p) for p in self.parts]}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Message:
+        if not isinstance(data, dict) or data.get("role") not in ROLES:
+            raise ValueError(f"not a message: {str(data)[:80]}")
+        parts = data.get("parts", [])
+        if not isinstance(parts, list):
+            raise ValueError("message parts must be a list")
+        return cls(data["role"], [part_from_json(p) for p in parts])
+
+
+def _common(part: Part, out: dict[str, Any]) -> dict[str, Any]:
+    if part.item_id is not None:
+        out["itemId"] = part.item_id
+    if part.meta:
+        out["meta"] = dict(part.meta)
+    return out
+
+
+def part_to_json(part: Part) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return _common(part, {"type": "text", "text": part.text})
+    if isinstance(part, ReasoningPart):
+        out: dict[str, Any] = {"type": "reasoning", "summary": list(part.summary)}
+        if part.encrypted is not None:
+            out["encrypted"] = part.encrypted
+        return _common(part, out)
+    if isinstance(part, ToolCallPart):
+        return _common(
+            part, {"type": "tool_call", "callId": part.call_id, "name": part.name, "arguments": part.arguments}
+        )
+    out = {"type": "tool_result", "callId": part.call_id, "name": part.name, "output": part.output}
+    if part.is_error:
+        out["isError"] = True
+    return _common(part, out)
+
+
+def part_from_json(data: Any) -> Part:
+    if not isinstance(data, dict):
+        raise ValueError(f"not a part: {str(data)[:80]}")
+    kind = data.get("type")
+    common: dict[str, Any] = {"item_id": data.get("itemId"), "meta": dict(data.get("meta") or {})}
+    if kind == "text":
+        return TextPart(str(data.get("text", "")), **common)
+    if kind == "reasoning":
+        return ReasoningPart([str(s) for s in data.get("summary", [])], data.get("encrypted"), **common)
+    if kind == "tool_call":
+        return ToolCallPart(str(data["callId"]), str(data["name"]), str(data.get("arguments", "")), **common)
+    if kind == "tool_result":
+        return ToolResultPart(
+            str(data["callId"]), str(data.get("name", "")), str(data.get("output", "")),
+            bool(data.get("isError", False)), **common,
+        )
+    raise ValueError(f"unknown part type {kind!r}")
+
+
+def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:
+    return [m.to_json() for m in messages]
+
+
+def messages_from_json(data: Any) -> list[Message]:
+    if not isinstance(data, list):
+        raise ValueError("messages must be a list")
+    return [Message.from_json(m) for m in data]
