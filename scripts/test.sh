@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up (a venv in .venv with the package and its test extra) and run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest" # fail loudly if the install did not work
+# Tests never touch the real home: the suite's conftest points SHIRO_HOME and IPYTHONDIR at temp dirs,
+# and these cover anything started before it.
+export SHIRO_HOME="${SHIRO_HOME:-$(mktemp -d)}" IPYTHONDIR="${IPYTHONDIR:-$(mktemp -d)}"
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "pytest collected no tests: that is a failure here" >&2
+  exit 1
+fi
+exit "$rc"

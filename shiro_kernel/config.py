@@ -1,0 +1,79 @@
+"""Settings: one traitlets ``Configurable`` named ``Shiro``, and the environment read in one place.
+
+Every setting works as ``%config Shiro.NAME = ...`` in a notebook or ``c.Shiro.NAME = ...`` in
+``ipython_config.py``. Defaults that the environment can set (``SHIRO_MODEL``, ``SHIRO_API``,
+``OPENAI_BASE_URL``) are read when the value is first needed, so an explicit ``%config`` always wins.
+The API key is never a setting: it is read from ``OPENAI_API_KEY`` when a client is built and
+kept nowhere else, so it cannot land in a file, a notebook or widget state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from traitlets import Bool, Enum, Float, Int, Unicode, default
+from traitlets.config import Configurable
+
+DEFAULT_MODEL = "gpt-5-mini"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """The environment variables shiro reads, in one place."""
+
+    api_key: str | None
+    base_url: str | None
+    model: str | None
+    api: str | None
+    home: Path
+
+
+def environment() -> Environment:
+    env = os.environ
+    api = (env.get("SHIRO_API") or "").strip().lower() or None
+    return Environment(
+        api_key=env.get("OPENAI_API_KEY") or None,
+        base_url=env.get("OPENAI_BASE_URL") or None,
+        model=(env.get("SHIRO_MODEL") or "").strip() or None,
+        api=api if api in ("responses", "chat") else None,
+        home=Path(env.get("SHIRO_HOME") or Path.home() / ".shiro-neko").expanduser(),
+    )
+
+
+class Shiro(Configurable):
+    """Settings of the %shiro agent."""
+
+    model = Unicode(help="Model name sent to the server (default: $SHIRO_MODEL, else gpt-5-mini).").tag(config=True)
+    api = Enum(["responses", "chat"], help="Which API to call: 'responses' (/v1/responses) or 'chat' "
+               "(/v1/chat/completions). Default: $SHIRO_API, else responses.").tag(config=True)
+    base_url = Unicode(None, allow_none=True, help="OpenAI-compatible server URL, e.g. "
+                       "http://localhost:11434/v1 for Ollama (default: $OPENAI_BASE_URL).").tag(config=True)
+    store = Bool(True, help="Responses API `store`: keep items on the provider's side and refer to them by id. "
+                 "Off: nothing is stored and reasoning is replayed encrypted.").tag(config=True)
+    stream = Bool(True, help="Stream responses as they are generated.").tag(config=True)
+    approval = Enum(["ask", "auto", "read-only"], "ask", help="Tools that change something (python, write_file, "
+                    "edit_file, shell): 'ask' first, run them 'auto'matically, or refuse them ('read-only').").tag(
+                        config=True)
+    compact_threshold = Int(120_000, help="Estimated tokens at which the wire copy of the history is pruned.").tag(
+        config=True)
+    max_steps = Int(50, help="Most model calls in one turn.").tag(config=True)
+    memory = Bool(True, help="Load and write project memory (False is --no-memory).").tag(config=True)
+    budget_usd = Float(None, allow_none=True, help="Spend limit in USD for this notebook's session.").tag(config=True)
+    agent = Unicode("default", help="Agent variant: 'default' or 'deep'.").tag(config=True)
+    timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
+        config=True)
+    max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
+
+    @default("model")
+    def _model_default(self) -> str:
+        return environment().model or DEFAULT_MODEL
+
+    @default("api")
+    def _api_default(self) -> str:
+        return environment().api or "responses"
+
+    @default("base_url")
+    def _base_url_default(self) -> str | None:
+        return environment().base_url

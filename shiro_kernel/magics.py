@@ -1,0 +1,135 @@
+"""``%shiro`` and ``%%shiro``: a thin skin that parses the line and calls :class:`~shiro_kernel.agent.Agent`.
+
+Usage::
+
+    %shiro [options] PROMPT        one agent turn (a prompt may end in "?")
+    %%shiro [options]              the cell body is the prompt
+
+Options (only at the start of the line): ``--wait`` block until the turn has ended; ``--model NAME``;
+``--agent NAME``. Settings live on the ``Shiro`` configurable: ``%config Shiro.approval = "auto"``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+
+from .config import Shiro
+
+# Options that take a value, and flags. Later issues add -c, -r, --new, --mute, --no-memory.
+_VALUED = {"--model": "model", "--agent": "agent", "-r": "resume", "--mute": "mute"}
+_FLAGS = {"--wait": "wait", "--new": "new", "-c": "cont", "--no-memory": "no_memory"}
+
+
+@dataclass
+class Parsed:
+    prompt: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_line(line: str) -> Parsed:
+    """Split leading options from the prompt; the prompt keeps its own spacing and quotes."""
+    parsed = Parsed()
+    rest = line.strip()
+    while rest.startswith("-"):
+        token, _, tail = rest.partition(" ")
+        if token in _FLAGS:
+            parsed.options[_FLAGS[token]] = True
+            rest = tail.lstrip()
+        elif token in _VALUED or "=" in token and token.split("=", 1)[0] in _VALUED:
+            name, eq, value = token.partition("=")
+            if not eq:
+                value, _, tail = tail.lstrip().partition(" ")
+            if not value:
+                raise UsageError(f"%shiro: {name} needs a value, e.g. {name} NAME")
+            parsed.options[_VALUED[name]] = value
+            rest = tail.lstrip()
+        elif token == "--":
+            rest = tail.lstrip()
+            break
+        else:
+            known = ", ".join([*_FLAGS, *_VALUED])
+            raise UsageError(f"%shiro: unknown option {token!r} (known: {known}); put `--` before a prompt "
+                             "that starts with a dash")
+    parsed.prompt = rest
+    return parsed
+
+
+@magics_class
+class ShiroMagics(Magics):
+    def __init__(self, shell: Any, config: Shiro) -> None:
+        super().__init__(shell)
+        self.settings = config
+        self._agent: Any = None
+
+    @property
+    def agent(self) -> Any:
+        if self._agent is None:
+            from .agent import Agent
+
+            self._agent = Agent(self.shell, self.settings)
+        return self._agent
+
+    @line_magic
+    def shiro(self, line: str) -> None:
+        """Run one agent turn: %shiro [--wait] [--model NAME] [--agent NAME] PROMPT"""
+        self._run(parse_line(line))
+
+    @cell_magic("shiro")
+    def shiro_cell(self, line: str, cell: str) -> None:
+        """%%shiro [options] — the cell body is the prompt."""
+        parsed = parse_line(line)
+        parsed.prompt = "\n".join(x for x in (parsed.prompt, cell.strip()) if x)
+        self._run(parsed)
+
+    def _run(self, parsed: Parsed) -> None:
+        if not parsed.prompt:
+            raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
+        from .agent import TextView
+
+        view = TextView(live=_has_frontend(self.shell))
+        self.agent.ask(parsed.prompt, on_event=view, model=parsed.options.get("model"),
+                       agent=parsed.options.get("agent"), headless=True)
+
+
+def _has_frontend(shell: Any) -> bool:
+    """True in a kernel (a frontend may draw updates); False in terminal IPython."""
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
+# -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------
+_QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
+
+
+def claim_question_lines(lines: list[str]) -> list[str]:
+    """IPython reads a line ending in ``?`` as a help request; rewrite ``%shiro ... ?`` lines into a
+    direct magic call so the prompt reaches the agent. ``%shiro?`` alone still shows the help."""
+    out = []
+    for line in lines:
+        match = _QUESTION.match(line.rstrip("\n"))
+        if match and line.rstrip().endswith("?") and not line.lstrip().startswith("%%"):
+            indent, arg = match.groups()
+            newline = "\n" if line.endswith("\n") else ""
+            out.append(f"{indent}get_ipython().run_line_magic('shiro', {arg!r}){newline}")
+        else:
+            out.append(line)
+    return out
+
+
+def load(shell: Any) -> None:
+    config = next((c for c in shell.configurables if isinstance(c, Shiro)), None)
+    if config is None:
+        config = Shiro(parent=shell)
+        shell.configurables.append(config)
+    shell.register_magics(ShiroMagics(shell, config))
+    if claim_question_lines not in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.append(claim_question_lines)
+
+
+def unload(shell: Any) -> None:
+    if claim_question_lines in shell.input_transformers_cleanup:
+        shell.input_transformers_cleanup.remove(claim_question_lines)

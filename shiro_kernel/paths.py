@@ -1,0 +1,59 @@
+"""Where things are: the notebook, its project root, and shiro's home.
+
+The project root is the notebook's git repository — the *main* worktree's root, found through the
+git common dir so every worktree and subdirectory shares it, without running ``git`` — otherwise
+the notebook's directory.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .config import environment
+
+
+def home() -> Path:
+    return environment().home
+
+
+def notebook_path(user_ns: dict[str, Any] | None = None) -> Path | None:
+    """The notebook this kernel serves, as Jupyter Server, nbclient (with JPY_SESSION_NAME) or
+    VS Code tell it; None when unknown (terminal IPython)."""
+    ns = user_ns or {}
+    for candidate in (ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")):
+        if isinstance(candidate, str) and candidate.endswith(".ipynb"):
+            path = Path(candidate).expanduser()
+            return path if path.is_absolute() else Path.cwd() / path
+    return None
+
+
+def _git_dir(folder: Path) -> Path | None:
+    dotgit = folder / ".git"
+    if dotgit.is_dir():
+        return dotgit
+    if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
+        text = dotgit.read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            target = Path(text[len("gitdir:"):].strip())
+            return target if target.is_absolute() else (folder / target).resolve()
+    return None
+
+
+def project_root(start: Path | None) -> Path:
+    """The main worktree's root of the repository holding ``start``, else ``start`` itself."""
+    base = (start or Path.cwd()).resolve()
+    if base.is_file() or base.suffix == ".ipynb":
+        base = base.parent
+    for folder in (base, *base.parents):
+        git_dir = _git_dir(folder)
+        if git_dir is None:
+            continue
+        common = git_dir
+        commondir = git_dir / "commondir"
+        if commondir.is_file():  # linked worktree: points at the main repository's .git
+            rel = Path(commondir.read_text().strip())
+            common = (git_dir / rel).resolve() if not rel.is_absolute() else rel
+        return common.parent if common.name == ".git" else common
+    return base

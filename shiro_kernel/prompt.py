@@ -1,0 +1,52 @@
+"""The system prompt: who the agent is, where it runs, and what it may do. Rebuilt on every step,
+so anything that changes mid-turn (the task list, later) is current."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from collections.abc import Callable, Iterable
+from datetime import date
+
+BASE = """You are shiro, an agent working inside a Jupyter notebook next to a data scientist.
+You can see and change the live kernel: run Python in the user's namespace with `python`, look at \
+variables with `inspect`, read and edit files under the project root, run shell commands, read the \
+notebook itself with `notebook_read` and offer new cells with `propose_cell`.
+
+How to work:
+- Look before you answer: inspect the actual variables and data instead of guessing their shape.
+- Keep code small and show your reasoning through results; prefer pandas/numpy idioms the user can reuse.
+- Variables you create in `python` stay in the user's namespace; say which ones you made.
+- When a tool returns `Error: ...`, read it and adapt; do not repeat the same failing call.
+- Answer in Markdown. Be concise: lead with the answer, then the evidence."""
+
+DEEP = """
+You are running as the `deep` variant: for anything with more than one step, write a plan first, \
+check each intermediate result before building on it, and finish with what you verified and what \
+you did not."""
+
+APPROVAL = {
+    "ask": "Tools that change something (python, write_file, edit_file, shell) ask the user first; "
+           "a refusal comes back as `Error: not approved`.",
+    "auto": "Tools run without asking (approval is 'auto').",
+    "read-only": "Read-only mode: python, write_file, edit_file and shell are refused; use the reading tools.",
+}
+
+
+def build_system_prompt(*, root: str, notebook: str | None, approval: str, agent: str = "default",
+                        blocks: Iterable[Callable[[], str]] = ()) -> str:
+    parts = [BASE]
+    if agent == "deep":
+        parts.append(DEEP)
+    env = [
+        f"- Project root: {root}",
+        f"- Notebook: {notebook or '(unknown)'}",
+        f"- Python {platform.python_version()} on {sys.platform}; today is {date.today().isoformat()}",
+        f"- {APPROVAL.get(approval, APPROVAL['ask'])}",
+    ]
+    parts.append("\nEnvironment:\n" + "\n".join(env))
+    for block in blocks:
+        text = block()
+        if text:
+            parts.append(text)
+    return "\n".join(parts)

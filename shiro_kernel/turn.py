@@ -1,0 +1,214 @@
+"""The turn loop: system prompt + history → provider → tool calls run → results appended → repeat,
+until the model answers or ``max_steps`` is reached.
+
+Written as plain synchronous code over callbacks, so the same loop runs blocking (``--wait``,
+nbclient) or on a worker thread with tools dispatched back to the kernel's thread. Invariants:
+
+* every assistant tool call gets exactly one result before the next model call — a denied or
+  aborted call gets an ``Error:`` result; only a call *waiting for approval* stays without one;
+* a tool's failure is a result text starting ``Error:``, never an exception out of the turn;
+* an abort (Stop, kernel interrupt) between or during steps leaves the transcript consistent.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .events import (
+    Done, Error, Event, Notice, ProviderEvent, StepStart, ToolCallEvent, ToolEnd, ToolStart, TurnEnd, Usage,
+)
+from .session import Session
+from .tools import Tool, ToolContext, run_tool
+from .transcript import Message, ToolCallPart, ToolResultPart
+
+APPROVE, DENY, ALWAYS, LATER = "approve", "deny", "always", "later"
+
+
+class ProviderLike(Protocol):
+    def stream(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
+               abort: threading.Event | None = None) -> Any: ...
+
+
+#: asks the user about one call; returns APPROVE, DENY, ALWAYS, or LATER (leave it pending)
+Approver = Callable[[ToolCallPart, Tool], str]
+#: runs a tool call somewhere (inline, or on the kernel's thread) and returns its result
+Runner = Callable[[Callable[[], ToolResultPart]], ToolResultPart]
+
+
+def headless_approver(call: ToolCallPart, tool: Tool) -> str:
+    return DENY
+
+
+HEADLESS_DENIAL = (
+    "Error: not approved — this run cannot show approval buttons (no widget frontend) and "
+    "Shiro.approval is \"ask\", so {name} was not run. To allow it, run "
+    "`%config Shiro.approval = \"auto\"` and ask again."
+)
+USER_DENIAL = "Error: not approved — the user denied this {name} call. Ask before trying something else."
+READ_ONLY_DENIAL = (
+    "Error: not approved — Shiro.approval is \"read-only\", so {name} is refused. Use the reading tools, "
+    "or the user can run `%config Shiro.approval = \"ask\"`."
+)
+ABORTED = "Error: not run — the user stopped the turn before this call ran."
+
+
+@dataclass
+class TurnOptions:
+    approval: str = "ask"  # ask | auto | read-only
+    max_steps: int = 50
+    headless: bool = True  # no frontend can show approval buttons
+    approver: Approver = headless_approver
+    runner: Runner | None = None  # None: run tools inline on this thread
+
+
+@dataclass
+class Turn:
+    session: Session
+    provider: ProviderLike
+    tools: dict[str, Tool]
+    ctx: ToolContext
+    system_prompt: Callable[[], str]
+    options: TurnOptions = field(default_factory=TurnOptions)
+    on_event: Callable[[Event], None] = lambda event: None
+    abort: threading.Event = field(default_factory=threading.Event)
+    usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
+
+    # -- entry point -----------------------------------------------------------------------------
+    def run(self, prompt: str | None) -> TurnEnd:
+        try:
+            end = self._run(prompt)
+        except KeyboardInterrupt:  # a kernel interrupt while a tool or the stream ran
+            self.abort.set()
+            self._settle_unanswered(ABORTED)
+            end = TurnEnd("aborted", self.usage)
+        self.on_event(end)
+        return end
+
+    def _run(self, prompt: str | None) -> TurnEnd:
+        # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
+        pending = pending_calls(self.session.messages)
+        if pending:
+            if self._answer_calls(pending) is False:
+                return TurnEnd("waiting", self.usage)
+        if prompt:
+            self.session.append(Message.user(prompt))
+        specs = [t.spec() for t in self.tools.values()]
+        for step in range(1, self.options.max_steps + 1):
+            if self.abort.is_set():
+                return TurnEnd("aborted", self.usage)
+            self.on_event(StepStart(step))
+            done, error = self._call_model(specs)
+            if done is not None:
+                if done.message.parts:
+                    self.session.append(done.message)
+                self.usage = self.usage + done.usage
+                self.session.add_usage(done.usage)
+            if error is not None:
+                return TurnEnd("error", self.usage, error=error.message)
+            if self.abort.is_set():
+                return TurnEnd("aborted", self.usage)
+            assert done is not None
+            calls = done.message.tool_calls()
+            if not calls:
+                return TurnEnd("answered", self.usage)
+            if self._answer_calls(calls) is False:
+                return TurnEnd("waiting", self.usage)
+            if self.abort.is_set():
+                return TurnEnd("aborted", self.usage)
+        self.on_event(Notice(f"stopped after {self.options.max_steps} steps (Shiro.max_steps); "
+                             "send another prompt to let it continue", kind="warning"))
+        return TurnEnd("max_steps", self.usage)
+
+    # -- one model call ----------------------------------------------------------------------------
+    def _call_model(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None]:
+        done: Done | None = None
+        error: Error | None = None
+        system = self.system_prompt()
+        event: ProviderEvent | Notice
+        for event in self.provider.stream(system, self.session.messages, specs, self.abort):
+            if isinstance(event, Done):
+                done = event
+            elif isinstance(event, Error):
+                error = event
+            elif isinstance(event, Usage):
+                continue  # counted once, from Done
+            else:
+                self.on_event(event)
+        if done is not None:
+            for call in done.message.tool_calls():
+                self.on_event(ToolCallEvent(call))
+        return done, error
+
+    # -- tool calls --------------------------------------------------------------------------------
+    def _answer_calls(self, calls: list[ToolCallPart]) -> bool:
+        """Run (or refuse) each call and append one tool message with all results.
+
+        Returns False when a call was left waiting for approval: the turn then stops there, and the
+        call stays without a result until it is answered (after a resume, too).
+        """
+        results: list[ToolResultPart] = []
+        waiting = False
+        for call in calls:
+            if self.abort.is_set():
+                results.append(ToolResultPart(call.call_id, call.name, ABORTED, is_error=True))
+                continue
+            tool = self.tools.get(call.name)
+            verdict = self._approval(call, tool)
+            if verdict == LATER:
+                waiting = True
+                continue
+            self.on_event(ToolStart(call))
+            started = time.perf_counter()
+            if verdict == DENY:
+                text = (READ_ONLY_DENIAL if self.options.approval == "read-only" else
+                        HEADLESS_DENIAL if self.options.headless else USER_DENIAL).format(name=call.name)
+                result = ToolResultPart(call.call_id, call.name, text, is_error=True)
+            else:
+                result = self._run_tool(call)
+            self.on_event(ToolEnd(call, result, time.perf_counter() - started))
+            results.append(result)
+        if results:
+            self.session.append(Message("tool", results))
+        return not waiting
+
+    def _approval(self, call: ToolCallPart, tool: Tool | None) -> str:
+        if tool is None or not tool.mutates or self.options.approval == "auto":
+            return APPROVE
+        if self.options.approval == "read-only":
+            return DENY
+        if call.name in self.session.always_allowed:
+            return APPROVE
+        verdict = self.options.approver(call, tool)
+        if verdict == ALWAYS:
+            self.session.always_allowed.add(call.name)
+            return APPROVE
+        return verdict
+
+    def _run_tool(self, call: ToolCallPart) -> ToolResultPart:
+        def job() -> ToolResultPart:
+            return run_tool(self.tools, call, self.ctx)
+
+        return self.options.runner(job) if self.options.runner else job()
+
+    def _settle_unanswered(self, text: str) -> None:
+        """Give every call of the last assistant message that has no result an ``Error:`` result."""
+        missing = pending_calls(self.session.messages)
+        if missing:
+            self.session.append(Message("tool", [
+                ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing]))
+
+
+def pending_calls(messages: list[Message]) -> list[ToolCallPart]:
+    """Calls of the newest assistant message that have no result yet (waiting for approval)."""
+    for index in range(len(messages) - 1, -1, -1):
+        msg = messages[index]
+        if msg.role == "assistant":
+            answered = {r.call_id for m in messages[index + 1:] for r in m.tool_results()}
+            return [c for c in msg.tool_calls() if c.call_id not in answered]
+        if msg.role == "user":
+            return []
+    return []
