@@ -128,6 +128,9 @@ def load(shell: Any) -> None:
     shell.register_magics(ShiroMagics(shell, config))
     if claim_question_lines not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(claim_question_lines)
+    from . import _warmup
+
+    _warmup.start()
 
 
 def unload(shell: Any) -> None:

@@ -134,6 +134,8 @@ class Provider:
                 if not state["shown"] and attempts <= self.settings.max_retries:
                     time.sleep(min(0.5 * 2 ** (attempts - 1), 4.0))
                     continue
+                if state.get("parser") is not None and state["shown"]:
+                    yield Done(state["parser"].partial(), Usage(), api=self.api)  # keep what arrived
                 yield Error(self._connection_sentence(exc, state["shown"]), retryable=True)
                 return
             except openai.OpenAIError as exc:
@@ -180,7 +182,7 @@ class Provider:
             yield usage
             yield Done(message, usage, api="responses")
             return
-        parser = wire.ResponsesStream(s.model)
+        parser = state["parser"] = wire.ResponsesStream(s.model)
         stream = client.responses.create(stream=True, **kwargs)
         try:
             for event in stream:
@@ -197,8 +199,7 @@ class Provider:
         finally:
             _close(stream)
         if abort is not None and abort.is_set():
-            message, usage = parser.result()
-            yield Done(_text_only(message), usage, api="responses")
+            yield Done(parser.partial(), Usage(), api="responses")
             return
         if not parser.complete:
             raise _StreamBroken("the stream ended before the response was complete")
@@ -219,7 +220,7 @@ class Provider:
             yield usage
             yield Done(message, usage, api="chat")
             return
-        parser = wire.ChatStream(s.model)
+        parser = state["parser"] = wire.ChatStream(s.model)
         stream = client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs)
         try:
             for chunk in stream:
@@ -233,8 +234,7 @@ class Provider:
         finally:
             _close(stream)
         if abort is not None and abort.is_set():
-            message, usage = parser.result()
-            yield Done(_text_only(message), usage, api="chat")
+            yield Done(parser.partial(), Usage(), api="chat")
             return
         if not parser.complete:
             raise _StreamBroken("the stream ended before the answer was complete")
@@ -263,17 +263,6 @@ def _cause(exc: Exception) -> str:
     cause = exc.__cause__ or exc.__context__
     text = str(exc) if isinstance(exc, _StreamBroken) else (str(cause) if cause else str(exc))
     return (text or type(exc).__name__).strip().rstrip(".")[:200]
-
-
-def _text_only(message: Message) -> Message:
-    """What an aborted stream leaves: the text that arrived, no half-received tool calls."""
-    from .transcript import TextPart
-
-    parts = [p for p in message.parts if isinstance(p, TextPart) and p.text]
-    for p in parts:
-        p.meta["incomplete"] = "aborted"
-        p.item_id = None  # the provider never finished (or stored) this item
-    return Message("assistant", parts)
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:

@@ -165,11 +165,13 @@ class ResponsesStream:
         self.final: dict[str, Any] | None = None
         self.error: str | None = None
         self.shown = False  # has anything visible been delivered yet?
+        self.text: list[str] = []  # every text delta, for what an aborted stream keeps
 
     def feed(self, event: dict[str, Any]) -> list[TextDelta | ReasoningDelta]:
         kind = event.get("type", "")
         if kind == "response.output_text.delta" and event.get("delta"):
             self.shown = True
+            self.text.append(event["delta"])
             return [TextDelta(event["delta"])]
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") and event.get("delta"):
             self.shown = True
@@ -191,9 +193,21 @@ class ResponsesStream:
     def complete(self) -> bool:
         return self.final is not None
 
+    def partial(self) -> Message:
+        """What arrived before the stream was stopped: its text only, with no provider id (the
+        provider never finished the item, so it cannot be referred to)."""
+        text = "".join(self.text)
+        return Message("assistant", [TextPart(text, meta={"incomplete": "aborted"})] if text else [])
+
     def result(self) -> tuple[Message, Usage]:
         final = self.final or {}
-        output = final.get("output") or [self.items[i] for i in sorted(self.items)]
+        streamed = [self.items[i] for i in sorted(self.items)]
+        # The completed ``output`` decides which items exist and their order, but an item also seen in
+        # ``response.output_item.done`` is taken from there: the API re-encrypts ``encrypted_content``
+        # each time it serialises a reasoning item, and the done-event blob is the one real clients
+        # replay successfully (pydantic-ai phase_streamed_on_part_start cassette, 2nd request).
+        done = {item["id"]: item for item in streamed if item.get("id")}
+        output = [done.get(item.get("id"), item) for item in final.get("output") or []] or streamed
         parts = [p for item in output for p in parts_from_output_item(item)]
         if final.get("status") == "incomplete":
             reason = (final.get("incomplete_details") or {}).get("reason")
@@ -271,6 +285,10 @@ class ChatStream:
     @property
     def complete(self) -> bool:
         return self.finish is not None
+
+    def partial(self) -> Message:
+        text = "".join(self.text)
+        return Message("assistant", [TextPart(text, meta={"incomplete": "aborted"})] if text else [])
 
     def result(self) -> tuple[Message, Usage]:
         parts: list[Part] = []

@@ -61,8 +61,11 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
         return result(f"Error: unknown tool {call.name!r}; available: {', '.join(tools)}", True)
     try:
         args = _check_arguments(tool, call.parsed_arguments())
+    except (ToolError, ValueError) as exc:  # the model's arguments are malformed
+        return result(f"Error: {exc}", True)
+    try:
         return result(tool.run(args, ctx))
-    except (ToolError, ValueError) as exc:
+    except ToolError as exc:
         return result(f"Error: {exc}", True)
     except KeyboardInterrupt:
         raise

@@ -1,0 +1,136 @@
+"""Foundation figures, each a ratio measured side by side in one run (medians of repeats).
+
+    .venv/bin/python benchmarks/bench_foundation.py
+
+1. ``%load_ext shiro_kernel`` against a bare IPython start, in fresh processes, with proof that
+   ``openai`` is not imported by loading (the warm-up thread is off for this measurement).
+2. A one-step turn against a raw ``openai`` call to the same fake server (non-streaming and streaming).
+3. Per-step overhead (our turn minus the raw call with the same history) at 10 and 2,000 messages.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+os.environ.setdefault("SHIRO_HOME", tempfile.mkdtemp())
+os.environ.setdefault("IPYTHONDIR", tempfile.mkdtemp())
+
+from fakeopenai import FakeOpenAI, Reply  # noqa: E402
+
+from shiro_kernel import wire  # noqa: E402
+from shiro_kernel.provider import Provider, ProviderSettings  # noqa: E402
+from shiro_kernel.session import Session  # noqa: E402
+from shiro_kernel.tools import ToolContext, all_tools  # noqa: E402
+from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart  # noqa: E402
+from shiro_kernel.turn import Turn, TurnOptions  # noqa: E402
+
+
+def median_time(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def process_time(code: str, repeat: int) -> float:
+    env = {**os.environ, "SHIRO_NO_WARMUP": "1"}
+    return median_time(lambda: subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                              capture_output=True), repeat)
+
+
+def bench_load_ext(repeat: int = 7) -> list[tuple[str, str]]:
+    bare = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
+    loaded = bare + "; S.instance().run_cell('%load_ext shiro_kernel')"
+    proof = loaded + "; import sys; print('openai' in sys.modules)"
+    env = {**os.environ, "SHIRO_NO_WARMUP": "1"}
+    imported = subprocess.run([sys.executable, "-c", proof], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    t_bare, t_loaded = process_time(bare, repeat), process_time(loaded, repeat)
+    return [
+        ("IPython start (bare)", f"{t_bare * 1000:.0f} ms"),
+        ("IPython start + %load_ext shiro_kernel", f"{t_loaded * 1000:.0f} ms "
+                                                   f"(x{t_loaded / t_bare:.2f}; +{(t_loaded - t_bare) * 1000:.0f} ms)"),
+        ("openai imported by %load_ext", imported),
+    ]
+
+
+def history(n: int) -> list[Message]:
+    msgs: list[Message] = [Message.user("start")]
+    i = 0
+    while len(msgs) < n:
+        call = ToolCallPart(f"call_{i}", "inspect", '{"names": ["df"]}')
+        msgs.append(Message("assistant", [TextPart(f"step {i}: looking at df"), call]))
+        msgs.append(Message("tool", [ToolResultPart(call.call_id, "inspect", "DataFrame 3x1, x int64 " * 8)]))
+        i += 1
+    return msgs[:n]
+
+
+def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
+    import openai
+
+    os.environ["OPENAI_API_KEY"] = "sk-bench"
+    client = openai.OpenAI(api_key="sk-bench", base_url=fake.base_url, max_retries=0)
+    tools = all_tools()
+    specs = [t.spec() for t in tools.values()]
+    rows = []
+    for stream in (False, True):
+        fake.default_reply = Reply(text="The mean is 2.0, computed from three rows.")
+        provider = Provider(ProviderSettings(model="gpt-4o-mini", base_url=fake.base_url, stream=stream,
+                                             max_retries=0), client=client)
+
+        def ours(messages: list[Message]) -> None:
+            session = Session(messages=list(messages))
+            Turn(session, provider, tools, ToolContext(root=ROOT), lambda: "You are a test.",
+                 TurnOptions(approval="auto")).run("what is the mean?")
+
+        def raw(messages: list[Message]) -> None:
+            items = wire.responses_input([*messages, Message.user("what is the mean?")], store=True)
+            kwargs = dict(model="gpt-4o-mini", input=items, instructions="You are a test.",
+                          tools=wire.responses_tools(specs), store=True)
+            if stream:
+                for _ in client.responses.create(stream=True, **kwargs):
+                    pass
+            else:
+                client.responses.create(**kwargs)
+
+        label = "streaming" if stream else "non-streaming"
+        for warm in range(3):  # connections, imports, caches
+            ours([])
+            raw([])
+        t_ours, t_raw = median_time(lambda: ours([]), repeat), median_time(lambda: raw([]), repeat)
+        rows.append((f"one-step turn vs raw openai call ({label})",
+                     f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{t_ours / t_raw:.2f})"))
+        if stream:
+            for n in (10, 2000):
+                msgs = history(n)
+                t_o = median_time(lambda: ours(msgs), max(5, repeat // 3))
+                t_r = median_time(lambda: raw(msgs), max(5, repeat // 3))
+                rows.append((f"step with {n:,} messages: ours vs raw (overhead)",
+                             f"{t_o * 1000:.1f} ms vs {t_r * 1000:.1f} ms (+{(t_o - t_r) * 1000:.2f} ms)"))
+    return rows
+
+
+def main() -> None:
+    rows = bench_load_ext()
+    with FakeOpenAI() as fake:
+        fake.validate = False  # the spec validator is a test-time check; it would dominate the timing
+        rows += bench_turns(fake)
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure'.ljust(width)} | figure")
+    print(f"{'-' * width}-|-------")
+    for name, figure in rows:
+        print(f"{name.ljust(width)} | {figure}")
+
+
+if __name__ == "__main__":
+    main()

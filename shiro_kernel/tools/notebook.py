@@ -1,0 +1,129 @@
+"""Notebook tools: ``notebook_read`` (the notebook as saved on disk) and ``propose_cell``."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Tool, ToolContext, ToolError, schema
+
+SOURCE_CHARS = 10_000  # per cell source
+OUTPUT_CHARS = 2_000  # per output
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _text(value: Any) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters truncated ...]"
+
+
+def _output_text(output: Any) -> str:
+    kind = output.get("output_type")
+    if kind == "stream":
+        return _cut(_ANSI.sub("", _text(output.get("text", ""))).rstrip("\n"), OUTPUT_CHARS)
+    if kind == "error":
+        return _cut(f"{output.get('ename', 'Error')}: {_ANSI.sub('', str(output.get('evalue', '')))}", OUTPUT_CHARS)
+    if kind in ("execute_result", "display_data", "update_display_data"):
+        data = output.get("data", {}) or {}
+        pieces = []
+        if "text/plain" in data:
+            pieces.append(_cut(_ANSI.sub("", _text(data["text/plain"])).rstrip("\n"), OUTPUT_CHARS))
+        pieces.extend(f"<{mime}>" for mime in data if mime.startswith("image/"))
+        if not pieces:
+            pieces.extend(f"<{mime}>" for mime in data)
+        return "\n".join(pieces)
+    return f"<{kind} output>"
+
+
+def _format_cell(index: int, cell: Any) -> str:
+    kind = cell.get("cell_type", "?")
+    header = f"[{index}] {kind}"
+    if kind == "code":
+        count = cell.get("execution_count")
+        header += f" ({count if count is not None else 'not run'})"
+    lines = [header, _cut(_text(cell.get("source", "")), SOURCE_CHARS)]
+    outputs = cell.get("outputs", []) if kind == "code" else []
+    if outputs:
+        lines.append("--- outputs:")
+        lines.extend(text for text in (_output_text(o) for o in outputs) if text)
+    return "\n".join(lines)
+
+
+def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str:
+    path = ctx.notebook_path
+    if path is None:
+        raise ToolError("no notebook is known for this session (the kernel could not tell which notebook it runs "
+                        "in); use list_files and read_file on the .ipynb file instead")
+    if not path.exists():
+        raise ToolError(f"the notebook {path} does not exist on disk; it may not have been saved yet")
+    import nbformat  # lazily: only this tool needs it
+
+    try:
+        nb = nbformat.read(str(path), as_version=4)
+    except Exception as exc:
+        raise ToolError(f"could not read the notebook {path.name}: {type(exc).__name__}: {exc}") from None
+    cells = nb.get("cells", [])
+    wanted = args.get("cells")
+    if wanted is None or wanted == []:
+        indices = list(range(len(cells)))
+    else:
+        if not isinstance(wanted, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in wanted):
+            raise ToolError("cells must be a list of cell indices (integers), or null for all cells")
+        bad = [i for i in wanted if not -len(cells) <= i < len(cells)]
+        if bad:
+            valid = f"0-{len(cells) - 1}" if cells else "none: the notebook is empty"
+            raise ToolError(f"no cell {', '.join(map(str, bad))} in {path.name}; it has {len(cells)} cells "
+                            f"(indices {valid})")
+        indices = [i % len(cells) for i in wanted]
+    if not cells:
+        return f"{path.name} has no cells."
+    body = "\n\n".join(_format_cell(i, cells[i]) for i in indices)
+    return f"{path.name} as saved on disk ({len(cells)} cells; unsaved edits are not included):\n\n{body}"
+
+
+def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
+    code = args.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise ToolError("code is empty; pass the code for the new cell")
+    lines = code.count("\n") + (0 if code.endswith("\n") else 1)
+    if ctx.propose is None:
+        return ("The cell could not be inserted (no notebook front end is attached). Show the user this code so "
+                f"they can paste it into a cell:\n```python\n{code.rstrip()}\n```")
+    try:
+        ctx.propose(code)
+    except Exception as exc:
+        return (f"The cell could not be inserted ({type(exc).__name__}: {exc}). Show the user this code so they "
+                f"can paste it into a cell:\n```python\n{code.rstrip()}\n```")
+    return (f"Proposed a new cell ({lines} lines) below the current one. It has not been run; the user decides "
+            "whether to run it.")
+
+
+TOOLS = [
+    Tool(
+        name="notebook_read",
+        description=(
+            "Read the current notebook as saved on disk: each cell's index, type, execution count, source and "
+            "outputs as text (images as placeholders, long outputs truncated). Pass cell indices or null for all."
+        ),
+        parameters=schema(
+            {"cells": {"type": "array", "items": {"type": "integer"},
+                       "description": "cell indices to read (0-based; negative counts from the end); null for all"}},
+            optional=("cells",),
+        ),
+        run=notebook_read,
+    ),
+    Tool(
+        name="propose_cell",
+        description=(
+            "Offer code to the user as a new notebook cell inserted below the current one; it is not run. Use it "
+            "for code the user should keep or run themselves."
+        ),
+        parameters=schema({"code": {"type": "string", "description": "the code for the new cell"}}),
+        run=propose_cell,
+    ),
+]

@@ -1,0 +1,409 @@
+"""The ``python`` tool: run code in the user's namespace and report what it printed.
+
+The code runs on the calling thread in ``ctx.shell.user_ns``, like a notebook cell, but it is not a
+cell: the execution counter, ``In``/``Out`` and the history stay untouched, and nothing it prints or
+displays reaches the notebook. Everything goes to the model instead:
+
+* ``sys.stdout`` / ``sys.stderr`` are swapped for one bounded, chronological buffer;
+* ``shell.display_pub`` is swapped for a publisher that records ``display(...)`` calls as text;
+* file descriptors 1 and 2 are pointed at a temporary file, so ``os.system`` / ``subprocess`` /
+  C-level output neither leaks into the cell (ipykernel forwards fd output) nor gets lost.
+
+A failure in the user's code is part of the result (output so far, then a short traceback of the
+user's frames only); only ``KeyboardInterrupt`` propagates, since that is how a turn is stopped.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import collections
+import io
+import itertools
+import linecache
+import os
+import sys
+import tempfile
+import traceback
+from types import CodeType
+from typing import Any
+
+import IPython
+from IPython.core.displaypub import DisplayPublisher
+
+from .base import Tool, ToolContext, ToolError, schema
+
+#: Captured output kept in memory: the first HEAD and the last TAIL characters.
+OUTPUT_HEAD_CHARS = 30_000
+OUTPUT_TAIL_CHARS = 10_000
+#: Cap for the last expression's text and for one display output.
+VALUE_CHARS = 10_000
+#: Frames of user code kept in a traceback (the innermost ones).
+TRACEBACK_FRAMES = 6
+
+_counter = itertools.count(1)
+_THIS_FILE = os.path.normcase(os.path.abspath(__file__))
+_IPYTHON_DIR = os.path.normcase(os.path.dirname(os.path.abspath(IPython.__file__ or "")))
+
+
+class _OutputLog:
+    """A bounded text log: keeps the first ``head`` and the last ``tail`` characters."""
+
+    def __init__(self, head: int = OUTPUT_HEAD_CHARS, tail: int = OUTPUT_TAIL_CHARS) -> None:
+        self._head: list[str] = []
+        self._head_len = 0
+        self._head_max = head
+        self._tail: collections.deque[str] = collections.deque()
+        self._tail_len = 0
+        self._tail_max = tail
+        self.dropped = 0
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        room = self._head_max - self._head_len
+        if room > 0:
+            self._head.append(text[:room])
+            self._head_len += min(room, len(text))
+            text = text[room:]
+            if not text:
+                return
+        self._tail.append(text)
+        self._tail_len += len(text)
+        while self._tail_len > self._tail_max:
+            excess = self._tail_len - self._tail_max
+            first = self._tail[0]
+            if len(first) <= excess:
+                self._tail.popleft()
+                self._tail_len -= len(first)
+                self.dropped += len(first)
+            else:
+                self._tail[0] = first[excess:]
+                self._tail_len -= excess
+                self.dropped += excess
+
+    def getvalue(self) -> str:
+        head = "".join(self._head)
+        tail = "".join(self._tail)
+        if self.dropped:
+            note = f"\n[... {self.dropped} characters of output truncated ...]\n"
+            return head + note + tail
+        return head + tail
+
+
+class _Stream(io.TextIOBase):
+    """A text stream (stands in for sys.stdout / sys.stderr) writing into an :class:`_OutputLog`.
+
+    ``fileno()`` gives the real descriptor (1 or 2) while that descriptor is itself captured, so
+    ``subprocess.run(..., stdout=sys.stdout)`` and ``faulthandler`` keep working.
+    """
+
+    def __init__(self, log: _OutputLog, name: str, fd: int | None) -> None:
+        super().__init__()
+        self._log = log
+        self._name = name
+        self._fd = fd
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return self._name
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    @property
+    def errors(self) -> str:  # type: ignore[override]
+        return "replace"
+
+    @property
+    def buffer(self) -> _BinaryStream:
+        return _BinaryStream(self)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise io.UnsupportedOperation("fileno")
+        return self._fd
+
+    def write(self, text: Any) -> int:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8", "replace")
+        text = str(text)
+        self._log.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _BinaryStream(io.RawIOBase):
+    """``sys.stdout.buffer`` for code that writes bytes."""
+
+    def __init__(self, text: _Stream) -> None:
+        super().__init__()
+        self._text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        data = bytes(data)
+        self._text.write(data)
+        return len(data)
+
+
+def _no_input(prompt: Any = "") -> str:
+    raise RuntimeError("input() is not available in the python tool: the code runs without a user at the "
+                       "keyboard; set the value in the code instead")
+
+
+class _CapturingPublisher(DisplayPublisher):
+    """Records display data as text in the log instead of sending it to the notebook."""
+
+    def __init__(self, log: _OutputLog, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._log = log
+
+    def publish(self, data: Any, metadata: Any = None, source: Any = None, *,
+                transient: Any = None, update: bool = False, **kwargs: Any) -> None:
+        text = _bundle_text(data if isinstance(data, dict) else {})
+        if text:
+            self._log.write(text if text.endswith("\n") else text + "\n")
+
+    def clear_output(self, wait: bool = False) -> None:
+        pass  # the log keeps everything; clearing would hide what the model needs to see
+
+
+def _bundle_text(data: dict[str, Any]) -> str:
+    """A display bundle as text: its ``text/plain``, else placeholders for what it holds."""
+    plain = data.get("text/plain")
+    if isinstance(plain, list):
+        plain = "".join(plain)
+    if isinstance(plain, str) and plain:
+        return _cap(plain, VALUE_CHARS)
+    return " ".join(f"<{mime}>" for mime in data) if data else ""
+
+
+def _cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters truncated ...]"
+
+
+class _FdCapture:
+    """Point fds 1 and 2 at one temporary file for the duration; restore them afterwards."""
+
+    def __init__(self) -> None:
+        self._saved: dict[int, int] = {}
+        self._file: Any = None
+
+    def __enter__(self) -> _FdCapture:
+        try:
+            for fd in (1, 2):
+                os.fstat(fd)
+            self._file = tempfile.TemporaryFile()
+            for stream in (sys.__stdout__, sys.__stderr__):
+                try:
+                    if stream is not None:
+                        stream.flush()
+                except Exception:
+                    pass
+            for fd in (1, 2):
+                self._saved[fd] = os.dup(fd)
+                os.dup2(self._file.fileno(), fd)
+        except Exception:  # no usable fds (odd embedding): simply don't capture at this level
+            self._restore()
+        return self
+
+    @property
+    def active(self) -> bool:
+        return bool(self._saved)
+
+    def _restore(self) -> None:
+        for fd, saved in self._saved.items():
+            try:
+                os.dup2(saved, fd)
+            finally:
+                os.close(saved)
+        self._saved.clear()
+
+    def __exit__(self, *exc: Any) -> None:
+        self._restore()
+
+    def read(self, limit: int) -> str:
+        if self._file is None:
+            return ""
+        try:
+            size = self._file.seek(0, os.SEEK_END)
+            self._file.seek(0)
+            data = self._file.read(limit)
+            text = data.decode("utf-8", "replace")
+            if size > limit:
+                text += f"\n[... {size - limit} more bytes of output truncated ...]\n"
+            return text
+        finally:
+            self._file.close()
+            self._file = None
+
+
+def _compile(shell: Any, code: str, filename: str) -> tuple[CodeType | None, CodeType | None]:
+    """Compile ``code`` into (statements, last expression or None). Raises SyntaxError."""
+    flags = getattr(getattr(shell, "compile", None), "flags", 0) & ~ast.PyCF_ONLY_AST
+    tree = compile(code, filename, "exec", flags | ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)
+    transform_ast = getattr(shell, "transform_ast", None)
+    if transform_ast is not None:
+        tree = transform_ast(tree) or tree
+    body = list(tree.body)
+    last: CodeType | None = None
+    if body and isinstance(body[-1], ast.Expr):
+        expr = ast.Expression(body.pop().value)
+        last = compile(expr, filename, "eval", flags, dont_inherit=True)
+    statements = compile(ast.Module(body=body, type_ignores=[]), filename, "exec", flags, dont_inherit=True)
+    return statements, last
+
+
+def _is_internal(filename: str) -> bool:
+    path = os.path.normcase(os.path.abspath(filename)) if not filename.startswith("<") else filename
+    return (path == _THIS_FILE or path.startswith(_IPYTHON_DIR + os.sep)
+            or filename.startswith("<decorator-gen-"))
+
+
+def _format_exception(exc: BaseException) -> str:
+    """The exception with only the user's innermost frames (no IPython or tool internals)."""
+    if isinstance(exc, SyntaxError) and "outside function" in str(exc.msg) and "await" in str(exc.msg):
+        exc.msg = (f"{exc.msg} (the python tool runs code synchronously: top-level await is not supported; "
+                   "use propose_cell to give the user a cell to run)")
+    te = traceback.TracebackException.from_exception(exc, capture_locals=False)
+    seen: set[int] = set()
+    node: traceback.TracebackException | None = te
+    keep = TRACEBACK_FRAMES
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        frames = [f for f in node.stack if not _is_internal(f.filename)]
+        omitted = max(0, len(frames) - keep)
+        node.stack = traceback.StackSummary.from_list(frames[omitted:])
+        if omitted:
+            node.__notes__ = [*(getattr(node, "__notes__", None) or []),
+                              f"(traceback shortened: {omitted} outer frame(s) not shown)"]
+        node = node.__cause__ or (node.__context__ if not node.__suppress_context__ else None)
+        keep = 1  # the exceptions this one was raised from: just where they happened
+    return "".join(te.format())
+
+
+def _value_text(shell: Any, value: Any) -> str:
+    """The notebook's ``text/plain`` of a value (falls back to ``repr``).
+
+    numpy scalars are shown as the plain Python value (``2.0``, not numpy 2's ``np.float64(2.0)``):
+    that is what the model wants to quote back to the user.
+    """
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(value, (np.number, np.bool_, np.str_, np.bytes_)):
+        try:
+            value = value.item()
+        except Exception:
+            pass
+    formatter = getattr(shell, "display_formatter", None)
+    text: Any = None
+    if formatter is not None:
+        try:
+            data, _ = formatter.format(value, include={"text/plain"})
+            text = data.get("text/plain")
+        except Exception:
+            text = None
+    if not isinstance(text, str):
+        try:
+            text = repr(value)
+        except Exception as exc:  # a broken __repr__ must not hide the rest of the result
+            text = f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
+    return _cap(text, VALUE_CHARS)
+
+
+def _quiet(source: str) -> bool:
+    """A trailing ``;`` hides the last value, as in a notebook."""
+    lines = [line.split("#", 1)[0].rstrip() for line in source.rstrip().splitlines()]
+    lines = [line for line in lines if line]
+    return bool(lines) and lines[-1].endswith(";")
+
+
+def run_python(shell: Any, code: str) -> str:
+    """Run ``code`` in ``shell``'s user namespace on this thread and return everything it produced."""
+    filename = f"<shiro-python-{next(_counter)}>"
+    try:
+        source = shell.transform_cell(code)
+    except SyntaxError as exc:
+        return _format_exception(exc).rstrip("\n")
+    except Exception as exc:
+        return f"Error: could not transform the code ({type(exc).__name__}: {exc})"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+
+    log = _OutputLog()
+    error = ""
+    value_text = ""
+    saved_out, saved_err = sys.stdout, sys.stderr
+    saved_pub = shell.display_pub
+    for stream in (saved_out, saved_err):  # let pending output go where it belongs first
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    fds = _FdCapture()
+    saved_input = builtins.input
+    try:
+        with fds:
+            sys.stdout = _Stream(log, "<stdout>", 1 if fds.active else None)
+            sys.stderr = _Stream(log, "<stderr>", 2 if fds.active else None)
+            shell.display_pub = _CapturingPublisher(log, shell=shell)
+            builtins.input = _no_input  # in a kernel, input() would prompt in the notebook and block the turn
+            try:
+                statements, last = _compile(shell, source, filename)
+                if statements is not None:
+                    exec(statements, shell.user_global_ns, shell.user_ns)
+                if last is not None:
+                    value = eval(last, shell.user_global_ns, shell.user_ns)
+                    if value is not None and not _quiet(source):
+                        value_text = _value_text(shell, value)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # SystemExit too: the user's code failing is a result
+                error = _format_exception(exc)
+    finally:
+        builtins.input = saved_input
+        sys.stdout, sys.stderr = saved_out, saved_err
+        shell.display_pub = saved_pub
+        fd_text = fds.read(OUTPUT_HEAD_CHARS)
+
+    parts = [log.getvalue(), fd_text, value_text, error]
+    text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip())
+    return text or "(no output)"
+
+
+def _run(args: dict[str, Any], ctx: ToolContext) -> str:
+    code = args.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise ToolError("code is empty; pass the Python code to run")
+    shell = ctx.shell
+    if shell is None:
+        raise ToolError("no IPython shell is available, so Python code cannot run here; use the shell tool instead")
+    return run_python(shell, code)
+
+
+TOOLS = [
+    Tool(
+        name="python",
+        description=(
+            "Run Python code in the user's live IPython namespace (variables persist and are shared with the "
+            "notebook; %magics and !commands work). Returns stdout, stderr, display output as text and the value "
+            "of the last expression, or a short traceback; long output is truncated, images show as placeholders."
+        ),
+        parameters=schema({"code": {"type": "string", "description": "Python code to run, like a notebook cell"}}),
+        run=_run,
+        mutates=True,
+    ),
+]

@@ -1,0 +1,90 @@
+"""The %shiro magics in an in-process IPython shell (no kernel), against the fake server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from fakeopenai import Call, Reply
+
+
+@pytest.fixture
+def shell(monkeypatch, fake_openai, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-magic")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
+    monkeypatch.chdir(tmp_path)
+    sh = InteractiveShell.instance()
+    sh.run_cell("%load_ext shiro_kernel")
+    yield sh
+    sh.run_cell("%unload_ext shiro_kernel")
+    InteractiveShell.clear_instance()
+
+
+def run(shell, source: str) -> str:
+    with capture_output() as cap:
+        result = shell.run_cell(source)
+    assert result.error_in_exec is None and result.error_before_exec is None, result
+    return cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+
+
+def test_question_prompt_reaches_the_agent(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="Because of the loop."))
+    out = run(shell, "%shiro why is it slow?")
+    assert "Because of the loop." in out
+    assert fake_openai.requests[0].body["input"][0]["content"] == "why is it slow?"
+
+
+def test_cell_magic_body_is_the_prompt(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="ok"))
+    run(shell, "%%shiro --wait\nsummarise\nthe data")
+    assert fake_openai.requests[0].body["input"][0]["content"] == "summarise\nthe data"
+
+
+def test_config_wins_over_environment(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="ok"))
+    shell.run_cell('%config Shiro.model = "gpt-4.1-nano"')
+    run(shell, "%shiro hi")
+    assert fake_openai.requests[0].body["model"] == "gpt-4.1-nano"
+
+
+def test_python_tool_runs_in_the_user_namespace(shell, fake_openai):
+    shell.run_cell("import pandas\ndf = pandas.DataFrame({'x': [1, 2, 3]})")
+    shell.run_cell('%config Shiro.approval = "auto"')
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "total = int(df.x.sum())\ntotal"})]),
+                        Reply(text="made `total`"))
+    out = run(shell, "%shiro --wait sum df.x into total")
+    assert shell.user_ns["total"] == 6
+    assert "made `total`" in out and "python" in out
+
+
+def test_usage_errors_are_not_tracebacks(shell):
+    with capture_output() as cap:
+        shell.run_cell("%shiro --bogus hi")
+    assert "unknown option '--bogus'" in cap.stderr + cap.stdout
+    with capture_output() as cap:
+        shell.run_cell("%shiro")
+    assert "give a prompt" in cap.stderr + cap.stdout
+
+
+LOAD = ("from IPython.core.interactiveshell import InteractiveShell\n"
+        "import sys\nsh = InteractiveShell.instance()\nsh.run_cell('%load_ext shiro_kernel')\n"
+        "print('openai' in sys.modules, 'shiro_kernel.magics' in sys.modules)\n")
+
+
+def test_load_ext_does_not_import_openai(monkeypatch):
+    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
+    out = subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-2:] == ["False", "True"]
+
+
+def test_openai_is_warmed_off_the_main_thread(monkeypatch):
+    monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
+    code = LOAD + ("from shiro_kernel import _warmup\n_warmup.thread.join(30)\n"
+                   "print(_warmup.thread.name, 'openai' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-2:] == ["shiro-warmup", "True"]

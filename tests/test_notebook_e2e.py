@@ -1,0 +1,97 @@
+"""Golden path: a real kernel run headless by nbclient, against the fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from fakeopenai import Call, Reply
+
+KEY = "sk-test-NOTEBOOKKEY-never-in-outputs-42"
+
+
+def run_notebook(path: Path, sources: list[str], env: dict[str, str]) -> nbformat.NotebookNode:
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    client = NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client.execute(env={**os.environ, **env, "JPY_SESSION_NAME": str(path)})
+    nbformat.write(nb, path)
+    return nb
+
+
+def outputs_text(cell) -> str:
+    chunks = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            chunks.append(out["text"])
+        elif "data" in out:
+            chunks.append(out["data"].get("text/markdown", "") + out["data"].get("text/plain", ""))
+        elif out.get("output_type") == "error":
+            chunks.append("\n".join(out.get("traceback", [])))
+    return "\n".join(chunks)
+
+
+def tool_output(request) -> str:
+    body = request.body
+    items = body.get("input") or body.get("messages")
+    outs = [i.get("output") or i.get("content") for i in items
+            if i.get("type") == "function_call_output" or i.get("role") == "tool"]
+    return outs[-1] if outs else ""
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
+    fake_openai.enqueue(
+        Reply(text="I'll compute it in the kernel.", tool_calls=[Call("python", {"code": "df.x.mean()"})]),
+        lambda request: Reply(text=f"The mean of `df.x` is **{tool_output(request).strip()}**."),
+    )
+    nb = run_notebook(tmp_path / "analysis.ipynb", [
+        "%load_ext shiro_kernel",
+        "import pandas\ndf = pandas.DataFrame({\"x\": [1, 2, 3]})",
+        "%config Shiro.approval = \"auto\"",
+        "%shiro --wait what is the mean of df.x?",
+    ], {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_API": api,
+        "SHIRO_MODEL": "gpt-4o-mini"})
+
+    assert len(fake_openai.requests) == 2
+    path = "/responses" if api == "responses" else "/chat/completions"
+    assert all(r.path.endswith(path) for r in fake_openai.requests)
+    # the model's second request carries the real value computed in the kernel
+    assert tool_output(fake_openai.requests[1]).strip() == "2.0"
+    answer = outputs_text(nb.cells[3])
+    assert "The mean of `df.x` is **2.0**." in answer
+    assert "python" in answer and "df.x.mean()" in answer  # the tool line
+    assert "Traceback" not in answer
+    assert KEY not in json.dumps(nb)
+    assert fake_openai.validation_errors == []
+
+
+def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path):
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import os; os.remove('data.csv')"})]),
+        lambda request: Reply(text="I was not allowed: " + tool_output(request)[:60]),
+    )
+    nb = run_notebook(tmp_path / "n.ipynb", [
+        "%load_ext shiro_kernel",
+        "%shiro --wait delete data.csv",
+    ], {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"})
+    refused = tool_output(fake_openai.requests[1])
+    assert refused.startswith("Error: not approved")
+    assert '%config Shiro.approval = "auto"' in refused
+    text = outputs_text(nb.cells[1])
+    assert "not approved" in text and "Shiro.approval" in text
+
+
+def test_missing_key_in_a_notebook_is_a_paragraph_not_a_traceback(tmp_path):
+    nb = run_notebook(tmp_path / "n.ipynb", ["%load_ext shiro_kernel", "%shiro --wait hello?"],
+                      {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
+    text = outputs_text(nb.cells[1])
+    assert "No API key: set OPENAI_API_KEY" in text and "Traceback" not in text
+    assert all(o.get("output_type") != "error" for o in nb.cells[1].outputs)
