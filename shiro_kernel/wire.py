@@ -80,7 +80,10 @@ def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
     if isinstance(part, TextPart):
         if not part.text:
             return None
-        item: dict[str, Any] = {"type": "message", "role": "assistant", "content": part.text}
+        # The output-message shape (as Codex CLI replays with store off), not the easy `content: str` form:
+        # after a reasoning item the API needs the model's own output item, not a new assistant input.
+        item: dict[str, Any] = {"type": "message", "role": "assistant",
+                                "content": [{"type": "output_text", "text": part.text}]}
         if part.meta.get("phase"):
             item["phase"] = part.meta["phase"]
         return item

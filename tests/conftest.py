@@ -1,0 +1,45 @@
+"""Shared pytest fixtures."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+# Test helpers (fakeopenai, cassettes) are imported as top-level modules from tests/.
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fakeopenai import FakeOpenAI  # noqa: E402
+
+
+# --- fake OpenAI server and environment isolation ----------------------------
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Every test gets its own SHIRO_HOME / IPYTHONDIR and no real API settings,
+    so no test can read or write the real home or reach a real endpoint."""
+    home = tmp_path_factory.mktemp("shiro_home")
+    monkeypatch.setenv("SHIRO_HOME", str(home))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """A running FakeOpenAI.  Fails the test at teardown if a request body broke the
+    OpenAPI schema (unless the test set ``fake.expect_invalid = True``) or if the
+    server itself raised (e.g. inside a callable reply)."""
+    fake = FakeOpenAI().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+    problems: list[str] = list(fake.handler_errors)
+    if fake.validation_errors and not fake.expect_invalid:
+        problems += ["request body failed OpenAPI validation: " + e for e in fake.validation_errors]
+    if problems:
+        pytest.fail("FakeOpenAI:\n  " + "\n  ".join(problems), pytrace=False)
