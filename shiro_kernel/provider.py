@@ -167,15 +167,14 @@ class Provider:
     def _responses(self, client: Any, system: str, messages: list[Message], tools: list[dict[str, Any]],
                    abort: threading.Event | None, state: dict[str, Any]) -> Iterator[ProviderEvent]:
         s = self.settings
-        kwargs: dict[str, Any] = {
-            "model": s.model, "input": wire.responses_input(messages, store=s.store), "store": s.store,
-        }
+        body: dict[str, Any] = {"input": wire.responses_input(messages, store=s.store), "store": s.store}
         if system:
-            kwargs["instructions"] = system
+            body["instructions"] = system
         if tools:
-            kwargs["tools"] = wire.responses_tools(tools)
+            body["tools"] = wire.responses_tools(tools)
         if not s.store:
-            kwargs["include"] = ["reasoning.encrypted_content"]
+            body["include"] = ["reasoning.encrypted_content"]
+        kwargs = _request(s.model, body)
         if not s.stream:
             resp = client.responses.create(**kwargs)
             message, usage = wire.parse_response(_as_dict(resp), s.model)
@@ -211,9 +210,10 @@ class Provider:
     def _chat(self, client: Any, system: str, messages: list[Message], tools: list[dict[str, Any]],
               abort: threading.Event | None, state: dict[str, Any]) -> Iterator[ProviderEvent]:
         s = self.settings
-        kwargs: dict[str, Any] = {"model": s.model, "messages": wire.chat_messages(system, messages)}
+        body: dict[str, Any] = {"messages": wire.chat_messages(system, messages)}
         if tools:
-            kwargs["tools"] = wire.chat_tools(tools)
+            body["tools"] = wire.chat_tools(tools)
+        kwargs = _request(s.model, body, messages=[])  # `messages` is required by the SDK; the body's wins
         if not s.stream:
             resp = client.chat.completions.create(**kwargs)
             message, usage = wire.parse_chat_completion(_as_dict(resp), s.model)
@@ -221,7 +221,8 @@ class Provider:
             yield Done(message, usage, api="chat")
             return
         parser = state["parser"] = wire.ChatStream(s.model)
-        stream = client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kwargs)
+        kwargs["extra_body"]["stream_options"] = {"include_usage": True}
+        stream = client.chat.completions.create(stream=True, **kwargs)
         try:
             for chunk in stream:
                 if abort is not None and abort.is_set():
@@ -241,6 +242,16 @@ class Provider:
         message, usage = parser.result()
         yield usage
         yield Done(message, usage, api="chat")
+
+
+def _request(model: str, body: dict[str, Any], **required: Any) -> dict[str, Any]:
+    """Keyword arguments for an SDK ``create`` call with the body passed as ``extra_body``.
+
+    The SDK walks typed parameters (``input``, ``messages``, ``tools``) recursively against its
+    TypedDict unions before sending: ~2 ms per history item, 4.5 s per request at 2,000 messages.
+    Our wire module already builds exact API JSON, so it goes out as-is: ~0.1 s at 2,000.
+    """
+    return {"model": model, "extra_body": body, **required}
 
 
 class MissingKey(Exception):
