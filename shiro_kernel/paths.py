@@ -57,3 +57,14 @@ def project_root(start: Path | None) -> Path:
             common = (git_dir / rel).resolve() if not rel.is_absolute() else rel
         return common.parent if common.name == ".git" else common
     return base
+
+
+def project_slug(root: Path) -> str:
+    """``<name>_<hash>``: the project folder's name and a SHA-256 prefix of its absolute path — the key
+    of every per-project store under ``SHIRO_HOME`` (notes, named memories, prompt history)."""
+    import hashlib
+
+    absolute = str(Path(root).resolve())
+    name = Path(absolute).name or "root"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
+    return f"{safe}_{hashlib.sha256(absolute.encode()).hexdigest()[:16]}"
