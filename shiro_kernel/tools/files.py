@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..storage import write_atomic
 from .base import Tool, ToolContext, ToolError, schema
 
 DEFAULT_LIMIT = 2000  # lines read_file shows by default
@@ -60,28 +60,14 @@ def _read_text(ctx: ToolContext, path: Path, what: str) -> str:
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write ``data`` atomically, keeping an existing file's permissions (new files get the umask's)."""
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, data, mode=mode)
 
 
 def _optional_int(args: dict[str, Any], name: str, default: int, minimum: int = 1) -> int:
