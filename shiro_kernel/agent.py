@@ -16,7 +16,7 @@ from .events import Event, TurnEnd
 from .paths import notebook_path, project_root
 from .prompt import build_system_prompt
 from .provider import Provider, ProviderSettings
-from .render import Throttle, TurnLog, to_markdown, to_text
+from .render import TURN_MIME, Throttle, TurnLog, to_bundle_json, to_html, to_markdown, to_text
 from .session import Session
 from .tools import ToolContext, all_tools
 from .turn import Turn, TurnOptions
@@ -75,26 +75,46 @@ class Agent:
 
 class TextView:
     """The blocking view: one display that is updated (throttled) as the turn streams, ending with
-    the answer and one line per tool call as Markdown (plain text for terminals)."""
+    the answer and one line per tool call. The display carries Markdown, HTML and the
+    ``application/vnd.shiro.turn+json`` bundle, so the notebook shows the turn without a kernel too.
 
-    def __init__(self, live: bool = True, interval: float = 0.1) -> None:
+    ``details`` supplies what the bundle and footer need beyond the events (session id, task list,
+    context percentage, resume hint)."""
+
+    def __init__(self, live: bool = True, interval: float = 0.1,
+                 details: Callable[[], dict[str, Any]] | None = None) -> None:
         self.live = live  # False (terminal): print once at the end instead of redrawing
         self.log = TurnLog()
         self.throttle = Throttle(interval)
+        self.details = details or (lambda: {})
         self.handle: Any = None
 
-    def bundle(self) -> dict[str, str]:
-        return {"text/markdown": to_markdown(self.log) or "*working…*", "text/plain": to_text(self.log) or "working…"}
+    def bundle(self, final: bool = False) -> dict[str, Any]:
+        if not final:  # while streaming, Markdown is enough and cheap
+            return {"text/markdown": to_markdown(self.log) or "*working…*",
+                    "text/plain": to_text(self.log) or "working…"}
+        d = self.details()
+        extra = d.get("footer", "")
+        return {
+            "text/plain": to_text(self.log, extra),
+            "text/markdown": to_markdown(self.log, extra),
+            "text/html": to_html(self.log, extra),
+            TURN_MIME: to_bundle_json(self.log, session_id=d.get("session_id"), tasks=d.get("tasks"),
+                                      context_percent=d.get("context_percent"), resume=d.get("resume")),
+        }
 
     def __call__(self, event: Event) -> None:
         changed = self.log.feed(event)
-        if isinstance(event, TurnEnd) or (changed and self.live and self.throttle.ready()):
+        if isinstance(event, TurnEnd):
+            self.show(final=True)
+        elif changed and self.live and self.throttle.ready():
             self.show()
 
-    def show(self) -> None:
+    def show(self, final: bool = False) -> None:
         from IPython.display import display
 
+        data = self.bundle(final)
         if self.handle is None:
-            self.handle = display(self.bundle(), raw=True, display_id=True)
+            self.handle = display(data, raw=True, display_id=True)
         else:
-            self.handle.update(self.bundle(), raw=True)
+            self.handle.update(data, raw=True)

@@ -159,3 +159,81 @@ class Throttle:
             self._last = now
             return True
         return False
+
+
+# -- static rendering: what stays in the notebook without a kernel ---------------------------------------
+TURN_MIME = "application/vnd.shiro.turn+json"
+TURN_FORMAT_VERSION = 1
+_OUTPUT_KEEP = 4000  # characters of each tool output kept in the saved bundle
+
+
+def to_bundle_json(log: TurnLog, *, session_id: str | None = None, tasks: list[dict[str, Any]] | None = None,
+                   context_percent: int | None = None, resume: str | None = None) -> dict[str, Any]:
+    """The turn as ``application/vnd.shiro.turn+json`` (documented in docs/turn-format.md)."""
+    entries: list[dict[str, Any]] = []
+    for entry in log.entries:
+        if isinstance(entry, str):
+            entries.append({"type": "text", "text": entry})
+        elif isinstance(entry, ToolRow):
+            output = entry.output if len(entry.output) <= _OUTPUT_KEEP else (
+                entry.output[:_OUTPUT_KEEP] + f"\n[... {len(entry.output) - _OUTPUT_KEEP} more characters]")
+            entries.append({"type": "tool", "callId": entry.call_id, "name": entry.name, "args": entry.args,
+                            "status": entry.status, "seconds": entry.seconds, "output": output})
+        else:
+            entries.append({"type": "notice", "kind": entry.kind, "text": entry.text})
+    data: dict[str, Any] = {"version": TURN_FORMAT_VERSION, "entries": entries}
+    if session_id:
+        data["sessionId"] = session_id
+    if tasks is not None:
+        data["tasks"] = tasks
+    if log.end is not None:
+        u = log.end.usage
+        data["usage"] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "costUsd": u.cost_usd}
+        data["end"] = {"reason": log.end.reason, "error": log.end.error}
+    if context_percent is not None:
+        data["contextPercent"] = context_percent
+    if resume:
+        data["resume"] = resume
+    return data
+
+
+_MARKDOWN: Any = None
+
+
+def _md_to_html(text: str) -> str:
+    """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text."""
+    import html
+
+    try:
+        import mistune
+    except ImportError:
+        return f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'
+    global _MARKDOWN
+    if _MARKDOWN is None:  # escape=True: raw HTML in the model's text is shown, never injected
+        _MARKDOWN = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
+    return str(_MARKDOWN(text))
+
+
+def to_html(log: TurnLog, extra: str = "") -> str:
+    """A self-contained HTML picture of the turn (GitHub, nbviewer): tool rows expand on click."""
+    import html
+
+    out = ['<div class="shiro-turn">']
+    for entry in log.entries:
+        if isinstance(entry, str):
+            out.append(_md_to_html(entry.strip()))
+        elif isinstance(entry, ToolRow):
+            summary = html.escape(_row_line(entry, False))
+            body = html.escape(entry.output[:_OUTPUT_KEEP])
+            out.append(f'<details class="shiro-tool"><summary><code>{summary}</code></summary>'
+                       f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>')
+        else:
+            out.append(f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>")
+    if log.end is not None:
+        if log.end.error:
+            out.append(f"<p><strong>shiro:</strong> {html.escape(log.end.error)}</p>")
+        elif log.end.reason == "aborted":
+            out.append("<p><em>stopped by the user</em></p>")
+        out.append(f'<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>')
+    out.append("</div>")
+    return "\n".join(out)

@@ -71,6 +71,13 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     assert "Traceback" not in answer
     assert KEY not in json.dumps(nb)
     assert fake_openai.validation_errors == []
+    # the static rendering stays in the notebook: HTML with an expandable tool row, and the turn bundle
+    final = [o for o in nb.cells[3].outputs if "data" in o][-1]["data"]
+    assert '<details class="shiro-tool">' in final["text/html"] and "<strong>2.0</strong>" in final["text/html"]
+    turn = final["application/vnd.shiro.turn+json"]
+    assert turn["version"] == 1 and turn["end"]["reason"] == "answered"
+    tool = [e for e in turn["entries"] if e["type"] == "tool"][0]
+    assert (tool["name"], tool["args"], tool["status"], tool["output"].strip()) == ("python", "df.x.mean()", "ok", "2.0")
 
 
 def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path):
