@@ -1,7 +1,8 @@
-"""The agent of one kernel: settings, the session, the provider, and running a turn.
+"""The agent of one kernel: settings, the session and its record, the project's stores, and turns.
 
-The magics call :meth:`Agent.ask`; everything here runs without a kernel too (a plain
-``InteractiveShell`` or ``shell=None``), which is how it is tested.
+The magics call :meth:`Agent.start` (which session), :meth:`Agent.ask` (a turn) and
+:func:`shiro_kernel.commands.run` (slash commands); everything here runs without a kernel too (a
+plain ``InteractiveShell`` or ``shell=None``), which is how it is tested.
 """
 
 from __future__ import annotations
@@ -12,37 +13,125 @@ from pathlib import Path
 from typing import Any
 
 from .config import Shiro
-from .events import Event, TurnEnd
-from .paths import notebook_path, project_root
+from .events import Done, Error, Event, TurnEnd
+from .history import PromptHistory
+from .memories import MemoryStore, normalize_mute_list
+from .notes import NoteStore
+from .paths import git_commit, home, notebook_path, project_root
 from .prompt import build_system_prompt
 from .provider import Provider, ProviderSettings
 from .render import TURN_MIME, Throttle, TurnLog, to_bundle_json, to_html, to_markdown, to_text
 from .session import Session
+from .sessions import Ambiguous, Autosaver, SessionStore, not_found_message, resumed_line, saved_line, tasks_of
+from .tasks import TaskList
 from .tools import ToolContext, all_tools
+from .transcript import Message
 from .turn import Turn, TurnOptions
+
+
+class AgentError(Exception):
+    """A user-facing problem with a request (unknown session, ...): one sentence."""
 
 
 class Agent:
     def __init__(self, shell: Any = None, config: Shiro | None = None) -> None:
         self.shell = shell
         self.config = config or Shiro(parent=shell)
-        self.session = Session()
+        self.store = SessionStore(home() / "sessions")
+        self.session = Session(notebook_path=self._notebook_str())
+        self.autosaver = Autosaver(self.store, self.session, lambda: self.config.model)
+        self.started = False  # has this kernel chosen its session yet?
+        self.muted: list[str] = normalize_mute_list(self.config.mute)
         self._provider: Provider | None = None
         self._provider_key: tuple[Any, ...] | None = None
         self._tools = all_tools()
         self.abort = threading.Event()
-        self.session.notebook_path = str(self.notebook) if self.notebook else None
 
     # -- where we are ------------------------------------------------------------------------------
     @property
     def notebook(self) -> Path | None:
         return notebook_path(getattr(self.shell, "user_ns", None))
 
+    def _notebook_str(self) -> str | None:
+        nb = self.notebook
+        return str(nb) if nb else None
+
     @property
     def root(self) -> Path:
         return project_root(self.notebook or Path.cwd())
 
-    # -- the provider, rebuilt when its settings change ------------------------------------------------
+    @property
+    def tasks(self) -> TaskList:
+        return tasks_of(self.session)
+
+    def history(self) -> PromptHistory:
+        return PromptHistory.for_project(self.root)
+
+    def notes(self, enabled: bool | None = None) -> NoteStore | None:
+        on = self.config.memory if enabled is None else enabled
+        return NoteStore.for_project(self.root) if on else None
+
+    def memories(self, model: str | None = None) -> MemoryStore:
+        return MemoryStore.for_project(self.root, model or self.config.model, self.muted)
+
+    # -- which session -------------------------------------------------------------------------------
+    def switch_to(self, session: Session) -> None:
+        """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving."""
+        self.autosaver.close()
+        self.session = session
+        if session.notebook_path is None:
+            session.notebook_path = self._notebook_str()
+        self.autosaver = Autosaver(self.store, session, lambda: self.config.model)
+        self.started = True
+
+    def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
+        """Choose the session before a turn; returns the one line to show (or None).
+
+        The first ``%shiro`` of a kernel continues the newest session recorded for this notebook;
+        ``--new`` starts a fresh one; ``-c`` continues the newest for this notebook; ``-r PREFIX``
+        resumes by id or unique prefix. The model and agent variant are never restored.
+        """
+        if resume:
+            return self.resume(resume, line=resumed_line)
+        if new:
+            self.switch_to(Session(notebook_path=self._notebook_str()))
+            return None
+        if cont or not self.started:
+            info = self.store.latest_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
+            if info is None or info.id == self.session.id:
+                self.started = True
+                if cont and info is None:
+                    raise AgentError("no saved session for this notebook")
+                return None
+            session = self.store.load(info.id)
+            if session is None:
+                self.started = True
+                return None
+            self.switch_to(session)
+            return resumed_line(session)
+        return None
+
+    def resume(self, prefix: str, line: Callable[[Session], str] | None = None) -> str:
+        try:
+            sid = self.store.resolve(prefix)
+        except Ambiguous as exc:
+            raise AgentError(not_found_message(prefix, exc)) from None
+        session = self.store.load(sid) if sid else None
+        if session is None:
+            raise AgentError(not_found_message(prefix))
+        self.switch_to(session)
+        if line is not None:
+            return line(session)
+        from .sessions import title_of
+
+        return f"resumed {session.id[:8]} ({len(session.messages)} messages): {title_of(session.messages)}"
+
+    def footer(self) -> str:
+        if not self.session.messages:
+            return "nothing saved yet"
+        return f"{saved_line(self.session)} · resume: %shiro -c or %shiro -r {self.session.id[:8]}"
+
+    # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None) -> Provider:
         c = self.config
         settings = ProviderSettings(model=model or c.model, api=c.api, base_url=c.base_url, store=c.store,
@@ -53,22 +142,48 @@ class Agent:
             self._provider, self._provider_key = Provider(settings), key
         return self._provider
 
+    def ask_model(self, system: str, prompt: str) -> str:
+        """One plain model call with no tools (``/memory``); raises with the provider's sentence."""
+        text = None
+        for event in self.provider().stream(system, [Message.user(prompt)], [], None):
+            if isinstance(event, Error):
+                raise RuntimeError(event.message)
+            if isinstance(event, Done):
+                text = event.message.text
+        return text or ""
+
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, prompt: str, *, on_event: Callable[[Event], None] | None = None, model: str | None = None,
-            agent: str | None = None, headless: bool = True, propose: Callable[[str], None] | None = None) -> TurnEnd:
-        root = self.root
-        notebook = self.notebook
-        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose)
+            agent: str | None = None, memory: bool | None = None, headless: bool = True,
+            propose: Callable[[str], None] | None = None) -> TurnEnd:
+        root, notebook = self.root, self.notebook
+        model = model or self.config.model
+        notes = self.notes(memory)
+        memories = self.memories(model) if (self.config.memory if memory is None else memory) else None
+        provenance = {"sessionId": self.session.id, "notebook": str(notebook) if notebook else None,
+                      "cell": getattr(self.shell, "execution_count", None), "gitCommit": git_commit(root)}
+        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose,
+                          extras={"tasks": self.tasks, "notes": notes, "memories": memories,
+                                  "provenance": provenance})
         variant = agent or self.config.agent
         approval = self.config.approval
+        # memory is read once, at the start of the turn; the task list is re-read on every step
+        boot = [block for block in (notes.render_boot() if notes else "",
+                                    memories.prompt_block() if memories else "") if block]
+        tasks = self.tasks
 
         def system() -> str:
             return build_system_prompt(root=str(root), notebook=str(notebook) if notebook else None,
-                                       approval=approval, agent=variant)
+                                       approval=approval, agent=variant,
+                                       blocks=[lambda: "\n".join(boot), tasks.render_prompt_block])
 
+        if not self.started:
+            self.start()
+        self.history().append(prompt)
         self.abort.clear()
-        turn = Turn(self.session, self.provider(model), self._tools, ctx, system,
-                    TurnOptions(approval=approval, max_steps=self.config.max_steps, headless=headless),
+        options = TurnOptions(approval=approval, max_steps=self.config.max_steps, headless=headless,
+                              compact_threshold=self.config.compact_threshold, store=self.config.store)
+        turn = Turn(self.session, self.provider(model), self._tools, ctx, system, options,
                     on_event=on_event or (lambda e: None), abort=self.abort)
         return turn.run(prompt)
 

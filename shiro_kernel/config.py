@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Enum, Float, Int, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Unicode, default
 from traitlets.config import Configurable
 
 DEFAULT_MODEL = "gpt-5-mini"
@@ -61,6 +61,8 @@ class Shiro(Configurable):
     max_steps = Int(50, help="Most model calls in one turn.").tag(config=True)
     memory = Bool(True, help="Load and write project memory (False is --no-memory).").tag(config=True)
     budget_usd = Float(None, allow_none=True, help="Spend limit in USD for this notebook's session.").tag(config=True)
+    mute = List(Unicode(), help="Named memories muted for this kernel's session (like --mute NAME): their index "
+                "line is hidden and reading them by name is refused; files are untouched.").tag(config=True)
     agent = Unicode("default", help="Agent variant: 'default' or 'deep'.").tag(config=True)
     timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
         config=True)

@@ -5,13 +5,16 @@ Usage::
     %shiro [options] PROMPT        one agent turn (a prompt may end in "?")
     %%shiro [options]              the cell body is the prompt
 
-Options (only at the start of the line): ``--wait`` block until the turn has ended; ``--model NAME``;
-``--agent NAME``. Settings live on the ``Shiro`` configurable: ``%config Shiro.approval = "auto"``.
+Options (only at the start of the line): ``--wait`` block until the turn has ended; ``--new``, ``-c``,
+``-r ID`` choose the session; ``--no-memory``; ``--mute NAME[,NAME]``; ``--model NAME``; ``--agent NAME``.
+``%shiro /help`` lists the slash commands. Settings live on the ``Shiro`` configurable:
+``%config Shiro.approval = "auto"``.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +23,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .config import Shiro
 
-# Options that take a value, and flags. Later issues add -c, -r, --new, --mute, --no-memory.
+# Options that take a value, and flags.
 _VALUED = {"--model": "model", "--agent": "agent", "-r": "resume", "--mute": "mute"}
 _FLAGS = {"--wait": "wait", "--new": "new", "-c": "cont", "--no-memory": "no_memory"}
 
@@ -76,7 +79,11 @@ class ShiroMagics(Magics):
 
     @line_magic
     def shiro(self, line: str) -> None:
-        """Run one agent turn: %shiro [--wait] [--model NAME] [--agent NAME] PROMPT"""
+        """Run one agent turn: %shiro [options] PROMPT, or a slash command: %shiro /help
+
+        Options: --wait (block until the turn ends), --new (fresh session), -c (newest session of
+        this notebook), -r ID (resume by id or prefix), --no-memory (no notes or memories this turn),
+        --mute NAME[,NAME] (hide named memories for this session), --model NAME, --agent NAME."""
         self._run(parse_line(line))
 
     @cell_magic("shiro")
@@ -87,13 +94,41 @@ class ShiroMagics(Magics):
         self._run(parsed)
 
     def _run(self, parsed: Parsed) -> None:
-        if not parsed.prompt:
-            raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
-        from .agent import TextView
+        from IPython.display import display
 
-        view = TextView(live=_has_frontend(self.shell))
-        self.agent.ask(parsed.prompt, on_event=view, model=parsed.options.get("model"),
-                       agent=parsed.options.get("agent"), headless=True)
+        from . import commands
+        from .agent import AgentError, TextView
+
+        opts = parsed.options
+        agent = self.agent
+        if "mute" in opts:
+            names = [n for n in opts["mute"].split(",") if n.strip()]
+            agent.muted = sorted(set(agent.muted) | set(n.strip() for n in names))
+            for warning in agent.memories().mute_warnings(names):
+                print(warning, file=sys.stderr)
+        try:
+            line = agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")), resume=opts.get("resume"))
+        except AgentError as exc:
+            raise UsageError(f"%shiro: {exc}") from None
+        if line:
+            print(line)
+        prompt = parsed.prompt
+        if not prompt:
+            if opts.keys() & {"new", "cont", "resume", "mute"}:
+                return  # switching session or muting needs no prompt
+            raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
+        if prompt.startswith("/"):
+            text = commands.run(agent, prompt)
+            display({"text/plain": text, "text/markdown": f"```text\n{text}\n```"}, raw=True)
+            return
+
+        def details() -> dict[str, Any]:
+            return {"footer": agent.footer(), "session_id": agent.session.id, "tasks": agent.tasks.state(),
+                    "resume": f"%shiro -r {agent.session.id[:8]}"}
+
+        view = TextView(live=_has_frontend(self.shell), details=details)
+        agent.ask(prompt, on_event=view, model=opts.get("model"), agent=opts.get("agent"),
+                  memory=False if opts.get("no_memory") else None, headless=True)
 
 
 def _has_frontend(shell: Any) -> bool:

@@ -68,3 +68,35 @@ def project_slug(root: Path) -> str:
     name = Path(absolute).name or "root"
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name)
     return f"{safe}_{hashlib.sha256(absolute.encode()).hexdigest()[:16]}"
+
+
+def git_commit(root: Path) -> str | None:
+    """The commit checked out at ``root`` (read from ``.git``, no subprocess); None outside a repository."""
+    git_dir = _git_dir(Path(root))
+    if git_dir is None:
+        return None
+    try:
+        head = (git_dir / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head or None
+        ref = head[4:].strip()
+        for base in (git_dir, _common_dir(git_dir)):
+            loose = base / ref
+            if loose.is_file():
+                return loose.read_text().strip() or None
+            packed = base / "packed-refs"
+            if packed.is_file():
+                for line in packed.read_text().splitlines():
+                    if line.endswith(" " + ref):
+                        return line.split(" ", 1)[0]
+    except OSError:
+        return None
+    return None
+
+
+def _common_dir(git_dir: Path) -> Path:
+    commondir = git_dir / "commondir"
+    if commondir.is_file():
+        rel = Path(commondir.read_text().strip())
+        return rel if rel.is_absolute() else (git_dir / rel).resolve()
+    return git_dir

@@ -12,6 +12,7 @@ nbclient) or on a worker thread with tools dispatched back to the kernel's threa
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -19,8 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .events import (
-    Done, Error, Event, Notice, ProviderEvent, StepStart, ToolCallEvent, ToolEnd, ToolStart, TurnEnd, Usage,
+    Done, Error, Event, Notice, ProviderEvent, ReasoningDelta, StepStart, TextDelta, ToolCallEvent, ToolEnd,
+    ToolStart, TurnEnd, Usage,
 )
+from . import rules
+from .prune import DEFAULT_THRESHOLD, TokenMeter, detach_provider_items, prune_to_fit
 from .session import Session
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, ToolCallPart, ToolResultPart
@@ -54,6 +58,12 @@ READ_ONLY_DENIAL = (
     "or the user can run `%config Shiro.approval = \"ask\"`."
 )
 ABORTED = "Error: not run — the user stopped the turn before this call ran."
+#: the seed's notice for the 404 repair (the docs show it with a lowercase "the")
+INLINE_RETRY_NOTICE = ("The provider no longer had part of this session stored. "
+                       "Re-sent the history inline and carried on.")
+COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
+REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
+ITEM_NOT_FOUND = re.compile(r"item with id '[^']*' not found", re.I)
 
 
 @dataclass
@@ -63,6 +73,8 @@ class TurnOptions:
     headless: bool = True  # no frontend can show approval buttons
     approver: Approver = headless_approver
     runner: Runner | None = None  # None: run tools inline on this thread
+    compact_threshold: int = DEFAULT_THRESHOLD  # estimated tokens; above it the wire copy is pruned
+    store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
 
 
 @dataclass
@@ -76,6 +88,11 @@ class Turn:
     on_event: Callable[[Event], None] = lambda event: None
     abort: threading.Event = field(default_factory=threading.Event)
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
+    meter: TokenMeter = field(default_factory=TokenMeter)
+    # per-turn state: the one `compacted` notice, the one repair warning, the one inline retry
+    _compacted: bool = field(default=False, init=False, repr=False)
+    _repaired: bool = field(default=False, init=False, repr=False)
+    _inlined: bool = field(default=False, init=False, repr=False)
 
     # -- entry point -----------------------------------------------------------------------------
     def run(self, prompt: str | None) -> TurnEnd:
@@ -89,6 +106,7 @@ class Turn:
         return end
 
     def _run(self, prompt: str | None) -> TurnEnd:
+        self._compacted = self._repaired = self._inlined = False
         # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
         pending = pending_calls(self.session.messages)
         if pending:
@@ -124,12 +142,47 @@ class Turn:
         return TurnEnd("max_steps", self.usage)
 
     # -- one model call ----------------------------------------------------------------------------
+    def _store(self) -> bool:
+        settings = getattr(self.provider, "settings", None)
+        return self.options.store and bool(getattr(settings, "store", True))
+
+    def wire_messages(self) -> list[Message]:
+        """What goes out this step: the session's history validated, then pruned to fit. The
+        session's own history is never changed here."""
+        messages, repairs = rules.check_and_repair(self.session.messages, store=self._store())
+        shown = rules.notable(repairs)
+        if shown and not self._repaired:
+            self._repaired = True
+            self.on_event(Notice(REPAIRED_NOTICE.format(repairs="; ".join(shown)), kind="warning"))
+        result = prune_to_fit(messages, self.options.compact_threshold,
+                              meter=self.meter if messages is self.session.messages else None)
+        if result.changed and not self._compacted:
+            self._compacted = True
+            self.on_event(Notice(COMPACTED_NOTICE.format(before=result.before, after=result.after),
+                                 kind="compacted"))
+        return result.messages
+
     def _call_model(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None]:
+        while True:
+            done, error, shown = self._call_once(specs)
+            if (error is not None and not shown and not self._inlined and not self.abort.is_set()
+                    and ITEM_NOT_FOUND.search(error.message)):
+                # The provider lost an item the history refers to: retrying as is fails the same way
+                # every time, so the session's own history goes inline (once per turn) and the step reruns.
+                self._inlined = True
+                self.session.messages[:] = detach_provider_items(self.session.messages)
+                self.session.changed()
+                self.on_event(Notice(INLINE_RETRY_NOTICE))
+                continue
+            return done, error
+
+    def _call_once(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None, bool]:
         done: Done | None = None
         error: Error | None = None
+        shown = False  # has anything of this step reached the user?
         system = self.system_prompt()
         event: ProviderEvent | Notice
-        for event in self.provider.stream(system, self.session.messages, specs, self.abort):
+        for event in self.provider.stream(system, self.wire_messages(), specs, self.abort):
             if isinstance(event, Done):
                 done = event
             elif isinstance(event, Error):
@@ -137,11 +190,13 @@ class Turn:
             elif isinstance(event, Usage):
                 continue  # counted once, from Done
             else:
+                if isinstance(event, (TextDelta, ReasoningDelta, ToolCallEvent)):
+                    shown = True
                 self.on_event(event)
         if done is not None:
             for call in done.message.tool_calls():
                 self.on_event(ToolCallEvent(call))
-        return done, error
+        return done, error, shown
 
     # -- tool calls --------------------------------------------------------------------------------
     def _answer_calls(self, calls: list[ToolCallPart]) -> bool:

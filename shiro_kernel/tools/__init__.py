@@ -13,7 +13,7 @@ from .base import Tool, ToolContext, ToolError, truncate
 __all__ = ["Tool", "ToolContext", "ToolError", "all_tools", "run_tool"]
 
 # module names under shiro_kernel.tools, in the order the model sees them
-_MODULES = ("python_tool", "inspect_tool", "files", "shell_tool", "notebook")
+_MODULES = ("python_tool", "inspect_tool", "files", "shell_tool", "notebook", "tasks_tool", "memory_tools")
 
 
 def all_tools() -> dict[str, Tool]:

@@ -1,0 +1,142 @@
+"""``shiro notes``, ``shiro memory`` and ``shiro bundle``: the memory stores from a terminal.
+
+``COMMANDS`` is a list of ``(name, add_arguments(parser), run(args) -> exit code)`` for cli.py to
+mount as subcommands. Output goes to stdout; problems go to stderr as ``Error: …`` with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from . import bundles, memories, paths
+from .notes import NoteStore, STALE_DAYS, list_line
+
+
+def _root(args: argparse.Namespace) -> Path:
+    given = getattr(args, "project", None)
+    return paths.project_root(Path(given).expanduser() if given else Path.cwd())
+
+
+def _fail(message: str) -> int:
+    print(message if message.startswith("Error:") else f"Error: {message}", file=sys.stderr)
+    return 1
+
+
+# -- notes ----------------------------------------------------------------------------------------
+def _notes_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--project", metavar="DIR", help="the project (default: the repository or folder you are in)")
+    p.add_argument("--stale", action="store_true",
+                   help=f"only notes not confirmed by a recall in {STALE_DAYS} days")
+
+
+def _notes_run(args: argparse.Namespace) -> int:
+    store = NoteStore.for_project(_root(args))
+    if args.stale:
+        stale = store.stale()
+        if store.notice:
+            print(store.notice, file=sys.stderr)
+        if not stale:
+            print(f"no notes older than {STALE_DAYS} days without a recall")
+        for e in stale:
+            seen = e.get("lastHitAt") or e["createdAt"]
+            print(f"{list_line(e)}  (last confirmed {seen[:10]})")
+        return 0
+    text = store.format_list()
+    if store.notice:
+        print(store.notice, file=sys.stderr)
+    print(text)
+    return 0
+
+
+# -- memory ---------------------------------------------------------------------------------------
+def _memory_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", nargs="?", choices=["show"], help="show NAME: print one memory")
+    p.add_argument("name", nargs="?", help="memory name (a comma list reads several)")
+    p.add_argument("--scope", choices=list(memories.SCOPES), help="read only this scope")
+    p.add_argument("--project", metavar="DIR", help="the project (default: the repository or folder you are in)")
+
+
+def _memory_run(args: argparse.Namespace) -> int:
+    store = memories.MemoryStore.for_project(_root(args))
+    if args.action == "show":
+        if not args.name:
+            return _fail("memory show needs a NAME")
+        text = store.read(args.name, args.scope)
+    else:
+        if args.name:
+            return _fail(f"unknown memory action {args.name!r}; use: shiro memory [show NAME]")
+        text = store.read("", args.scope)
+    if text.startswith("Error:"):
+        return _fail(text)
+    print(text)
+    return 0
+
+
+# -- bundle ---------------------------------------------------------------------------------------
+def _bundle_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="bundle_action", metavar="ACTION", required=True)
+    for name, helptext in (("install", "install a bundle folder (or a name under SHIRO_HOME/bundles)"),
+                           ("upgrade", "upgrade an installed bundle from its folder")):
+        q = sub.add_parser(name, help=helptext)
+        q.add_argument("path", metavar="PATH")
+        q.add_argument("--scope", choices=list(memories.SCOPES), help="default: the manifest's, else system")
+        q.add_argument("--dry-run", action="store_true", help="say what would happen, change nothing")
+        q.add_argument("--force", action="store_true", help="overwrite same-name memories that are not the bundle's")
+        q.add_argument("--project", metavar="DIR", help="the project for project scope")
+    q = sub.add_parser("status", help="an installed bundle's version, files and needs")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--project", metavar="DIR")
+    q = sub.add_parser("uninstall", help="move an installed bundle's memories to the trash")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--dry-run", action="store_true")
+    q.add_argument("--project", metavar="DIR")
+
+
+def _bundle_run(args: argparse.Namespace) -> int:
+    project = _root(args)
+    try:
+        if args.bundle_action == "install":
+            lines = bundles.install(args.path, args.scope, args.dry_run, args.force, project=project)
+        elif args.bundle_action == "upgrade":
+            lines = bundles.upgrade(args.path, args.scope, args.dry_run, args.force, project=project)
+        elif args.bundle_action == "status":
+            lines = bundles.status(args.name, project=project)
+        else:
+            lines = bundles.uninstall(args.name, args.dry_run, project=project)
+    except bundles.BundleError as exc:
+        return _fail(str(exc))
+    for line in lines:
+        print(line)
+    return 0
+
+
+COMMANDS: list[tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = [
+    ("notes", _notes_args, _notes_run),
+    ("memory", _memory_args, _memory_run),
+    ("bundle", _bundle_args, _bundle_run),
+]
+
+HELP = {
+    "notes": "list this project's notes (remember/recall)",
+    "memory": "print both memory indexes, or one memory (show NAME)",
+    "bundle": "install, upgrade, inspect or uninstall memory bundles",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Standalone entry (``python -m shiro_kernel.memory_cli notes``), for tests and until cli.py mounts it."""
+    parser = argparse.ArgumentParser(prog="shiro")
+    sub = parser.add_subparsers(dest="command", required=True)
+    runners = {}
+    for name, add, run in COMMANDS:
+        add(sub.add_parser(name, help=HELP[name]))
+        runners[name] = run
+    args = parser.parse_args(argv)
+    return runners[args.command](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""The memory tools: ``remember``, ``recall``, ``forget`` (project notes, seed shiro-neko) and
+``memory_read``, ``memory_write`` (named memories, seed samagotchi).
+
+The stores come from ``ctx.extras``: ``"notes"`` (a :class:`~shiro_kernel.notes.NoteStore`, or None
+under ``--no-memory``), ``"memories"`` (a :class:`~shiro_kernel.memories.MemoryStore`, or None) and
+``"provenance"`` (an optional dict recorded with each remembered note). None of these tools touch
+the user's files, so none needs approval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..notes import DISABLED, KINDS, NoteError, NoteStore
+from .base import Tool, ToolContext, ToolError, schema
+
+
+def _notes(ctx: ToolContext) -> NoteStore:
+    store = ctx.extras.get("notes")
+    if store is None:
+        raise ToolError(DISABLED)
+    return store
+
+
+def _memories(ctx: ToolContext) -> Any:
+    store = ctx.extras.get("memories")
+    if store is None:
+        raise ToolError(DISABLED)
+    return store
+
+
+def _remember(args: dict[str, Any], ctx: ToolContext) -> str:
+    store = _notes(ctx)
+    text = args.get("text") or ""
+    provenance = ctx.extras.get("provenance")
+    try:
+        entry, stored = store.add(args.get("kind") or "", text,
+                                  source=dict(provenance) if isinstance(provenance, dict) else None)
+    except NoteError as exc:
+        raise ToolError(str(exc)) from None
+    if entry is None:
+        return f"Already recorded: {text.strip()}"
+    return f"Remembered as {entry['kind']} ({stored} stored): {entry['text']}"
+
+
+def _recall(args: dict[str, Any], ctx: ToolContext) -> str:
+    store = _notes(ctx)
+    query = args.get("query") or ""
+    try:
+        found = store.recall(query)
+    except NoteError as exc:
+        raise ToolError(str(exc)) from None
+    if not found:
+        return f'Nothing recorded about "{query}".'
+    return "\n".join(f"({e['kind']}) {e['text']}" for e in found)
+
+
+def _forget(args: dict[str, Any], ctx: ToolContext) -> str:
+    store = _notes(ctx)
+    text = args.get("text") or ""
+    try:
+        removed = store.forget(text)
+    except NoteError as exc:
+        raise ToolError(str(exc)) from None
+    if removed == 0:
+        return f'No memory matches "{text}".'
+    return f"Forgot {removed} memor{'y' if removed == 1 else 'ies'}."
+
+
+def _as_result(text: str) -> str:
+    """The store answers like the seed, with ``Error: …`` texts; raise those so the registry marks
+    the result as an error (it adds the ``Error:`` prefix back)."""
+    if text.startswith("Error: "):
+        raise ToolError(text[len("Error: "):])
+    return text
+
+
+def _memory_read(args: dict[str, Any], ctx: ToolContext) -> str:
+    return _as_result(_memories(ctx).read(args.get("name") or "", args.get("scope")))
+
+
+def _memory_write(args: dict[str, Any], ctx: ToolContext) -> str:
+    return _as_result(_memories(ctx).write(
+        args.get("scope"), args.get("name"), args.get("content"),
+        description=args.get("description"), current_model_only=bool(args.get("current_model_only"))))
+
+
+remember = Tool(
+    name="remember",
+    description=(
+        "Record something about this project that will still be true next session: a decision and its reason, "
+        "a command that works, a constraint, a trap you hit. Persisted across sessions and shown to you at start. "
+        "Do not use it for narration or for anything specific to the current task only."
+    ),
+    parameters=schema({
+        "kind": {"type": "string", "enum": list(KINDS),
+                 "description": "fact: how it is. decision: what was chosen and why. gotcha: a trap. "
+                                "command: an invocation that works"},
+        "text": {"type": "string", "description": "One self-contained line, understandable with no other context"},
+    }),
+    run=_remember,
+)
+
+recall = Tool(
+    name="recall",
+    description=(
+        "Search what you recorded about this project in earlier sessions. Use it before investigating anything "
+        "that might already be known, and when the user refers to past work."
+    ),
+    parameters=schema({"query": {"type": "string", "description": "Words that would appear in the note"}}),
+    run=_recall,
+)
+
+forget = Tool(
+    name="forget",
+    description="Remove a memory that turned out to be wrong or is now obsolete. Search with recall first to get its text.",
+    parameters=schema({"text": {"type": "string",
+                                "description": "Exact text of the memory to remove, or a distinctive part of it"}}),
+    run=_forget,
+)
+
+memory_read = Tool(
+    name="memory_read",
+    description=(
+        "Read a memory entry from scoped memories. Scope is optional: if omitted, read falls back from project to "
+        "system. Leave name blank to read indexes."
+    ),
+    parameters=schema({
+        "name": {"type": "string", "description": "Memory entry name without .md extension; leave blank for indexes"},
+        "scope": {"type": "string", "description": "Optional scope: project or system"},
+    }, optional=("name", "scope")),
+    run=_memory_read,
+)
+
+memory_write = Tool(
+    name="memory_write",
+    description=(
+        "Write or update a memory entry in a scoped memories directory (project or system). The index line is "
+        "maintained automatically; the result gives the full file path for later targeted edits."
+    ),
+    parameters=schema({
+        "name": {"type": "string", "description": "Memory entry name without .md extension"},
+        "content": {"type": "string", "description": "Markdown content to write"},
+        "scope": {"type": "string", "enum": ["project", "system"],
+                  "description": "Scope to write into: project or system"},
+        "description": {"type": "string",
+                        "description": "Optional short description appended to the managed index line"},
+        "current_model_only": {"type": "boolean",
+                               "description": "Write a model-specific overlay for the current model only "
+                                              "(the base entry must already exist in that scope)"},
+    }, optional=("description", "current_model_only")),
+    run=_memory_write,
+)
+
+TOOLS = [remember, recall, forget, memory_read, memory_write]
