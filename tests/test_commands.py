@@ -1,0 +1,115 @@
+"""Slash commands and session flags through the %shiro magic (in-process shell, fake server)."""
+
+from __future__ import annotations
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from fakeopenai import Call, Reply
+
+
+@pytest.fixture
+def shell(monkeypatch, fake_openai, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-commands")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
+    monkeypatch.chdir(tmp_path)
+    InteractiveShell.clear_instance()
+    sh = InteractiveShell.instance()
+    sh.run_cell("%load_ext shiro_kernel")
+    yield sh
+    sh.run_cell("%unload_ext shiro_kernel")
+    InteractiveShell.clear_instance()
+
+
+def run(shell, source: str) -> str:
+    with capture_output() as cap:
+        shell.run_cell(source)
+    return cap.stdout + cap.stderr + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+
+
+def agent(shell):
+    return shell.magics_manager.registry["ShiroMagics"].agent
+
+
+def test_todos_sessions_save_resume_clear(shell, fake_openai):
+    assert run(shell, "%shiro /todos") .strip() == "no tasks"
+    assert run(shell, "%shiro /sessions").strip() == "no saved sessions"
+    assert run(shell, "%shiro /save").strip() == "nothing to save yet: the session has no messages"
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("todo_write", {"todos": [{"content": "fix the join", "status": "blocked"}]})]),
+        Reply(text="blocked on the join"),
+    )
+    out = run(shell, "%shiro why does the join drop rows?")
+    assert "blocked on the join" in out
+    first = agent(shell).session.id
+    assert run(shell, "%shiro /save").strip() == f"saved {first}"
+    todos = run(shell, "%shiro /todos")
+    assert "tasks ........................................ 0/1  1 blocked" in todos and "[!] fix the join" in todos
+    rows = run(shell, "%shiro /sessions")
+    assert rows.startswith(first[:8]) and "4msg  why does the join drop rows?" in rows
+
+    assert "cleared; the previous session stays resumable" in run(shell, "%shiro /clear")
+    assert agent(shell).session.id != first and run(shell, "%shiro /todos").strip() == "no tasks"
+    assert run(shell, "%shiro /resume").strip() == "usage: /resume <session-id>"
+    assert run(shell, "%shiro /resume zzzz").strip() == 'no session matching "zzzz"'
+    out = run(shell, f"%shiro /resume {first[:8]}")
+    assert out.strip() == f"resumed {first[:8]} (4 messages): why does the join drop rows?"
+    assert "[!] fix the join" in run(shell, "%shiro /todos")  # /resume restores the task list too
+
+
+def test_flags_new_continue_and_resume(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    run(shell, "%shiro first question")
+    first = agent(shell).session
+    agent(shell).autosaver.flush()
+    run(shell, "%shiro --new second question")
+    assert agent(shell).session.id != first.id
+    agent(shell).autosaver.flush()
+    out = run(shell, f"%shiro -r {first.id[:23]}")  # both made within seconds: a longer prefix
+    assert out.strip() == f'resumed {first.id[:8]} — 2 messages: "first question"'
+    out = run(shell, "%shiro -c")  # newest for this notebook (here: this folder): the second one
+    assert '"second question"' in out
+    with capture_output() as cap:
+        shell.run_cell("%shiro -r ffffffff")
+    assert 'no session matching "ffffffff"' in cap.stderr + cap.stdout
+
+
+def test_history_cost_help_and_unknown(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="a", usage=(1000, 10)), Reply(text="b", usage=(1000, 10)))
+    run(shell, "%shiro plot it")
+    run(shell, "%shiro /todos")
+    run(shell, "%shiro plot it again")
+    history = run(shell, "%shiro /history")
+    assert "plot it" in history and "plot it again" in history and "/todos" not in history
+    assert "2,000 input + 20 output tokens, cost $0.0003" in run(shell, "%shiro /cost")
+    assert "/compact" in run(shell, "%shiro /help")
+    assert run(shell, "%shiro /nope").strip() == "unknown command /nope; try /help"
+
+
+def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
+    assert run(shell, "%shiro /notes").strip() == "nothing remembered about this project yet"
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("remember", {"kind": "command", "text": "tests run with pytest -q"}),
+                          Call("memory_write", {"scope": "project", "name": "style", "content": "use polars",
+                                                "description": "house style"})]),
+        Reply(text="noted"),
+    )
+    run(shell, "%shiro remember how tests run")
+    assert "(command) tests run with pytest -q" in run(shell, "%shiro /notes")
+    assert "memory left as is: 1 entries" in run(shell, "%shiro /memory")
+
+    fake_openai.enqueue(Reply(text="ok"))
+    run(shell, "%shiro --no-memory what do you know?")
+    assert "tests run with pytest -q" not in fake_openai.requests[-1].body["instructions"]
+    assert "**style**" not in fake_openai.requests[-1].body["instructions"]
+
+    out = run(shell, "%shiro --mute style,ghost")
+    assert "Warning: --mute 'ghost' matches no memory" in out
+    fake_openai.enqueue(Reply(tool_calls=[Call("memory_read", {"name": "style"})]), Reply(text="ok"))
+    run(shell, "%shiro read the style memory")
+    body = fake_openai.requests[-1].body
+    assert "**style**" not in body["instructions"] and "Project memories" in body["instructions"]
+    assert body["input"][-1]["output"] == "Error: memory 'style' is muted for this session"
