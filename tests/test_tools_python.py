@@ -229,7 +229,7 @@ print("MARKER " + json.dumps([result.output, before == after]))
 
 
 def test_inside_a_real_kernel_nothing_leaks(tmp_path, monkeypatch):
-    nbclient = pytest.importorskip("nbclient")
+    import nbclient
     import nbformat
 
     monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
