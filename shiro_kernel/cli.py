@@ -94,10 +94,13 @@ def _all_commands() -> list[Command]:
     for module_name in _EXTERNAL:
         try:
             module = importlib.import_module(module_name, __package__)
-        except ImportError:
+        except ModuleNotFoundError:
             continue
         names = {c.name for c in commands}
+        helps = getattr(module, "HELP", {})
         for entry in getattr(module, "COMMANDS", []):
+            if isinstance(entry, tuple) and len(entry) == 3 and entry[0] in helps:
+                entry = (*entry, helps[entry[0]])
             command = _as_command(entry)
             if command.name not in names:
                 commands.append(command)
