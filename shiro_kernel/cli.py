@@ -64,9 +64,26 @@ def _sessions_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _history_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--project", metavar="DIR", help="the project (default: the repository or folder you are in)")
+    parser.add_argument("--json", action="store_true", help="a JSON array, oldest first (for the labextension)")
+
+
+def _history_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .history import PromptHistory, format_history
+    from .paths import project_root
+
+    entries = PromptHistory.for_project(project_root(Path(args.project or ".").expanduser())).entries()
+    print(json.dumps(entries, ensure_ascii=False) if args.json else format_history(entries))
+    return 0
+
+
 #: the subcommands, in the order ``shiro --help`` shows them
 COMMANDS: list[Command] = [
     Command("sessions", "list saved sessions, or show one", _sessions_arguments, _sessions_run),
+    Command("history", "this project's prompt history (what Up/Down walks)", _history_arguments, _history_run),
 ]
 
 #: subcommands living in other modules, imported lazily: each module defines ``COMMANDS``, a list of

@@ -120,3 +120,20 @@ def test_plain_tuple_entries_and_external_modules(monkeypatch: pytest.MonkeyPatc
     assert next(c for c in cli.COMMANDS if c.name == "ping").help == "answer pong"
     monkeypatch.setattr(cli, "_EXTERNAL", (".no_such_module_here",))
     assert run(["sessions"], capsys)[0] == 0  # a missing module contributes nothing
+
+
+def test_history_command_text_and_json(tmp_path, capsys):
+    import json as _json
+
+    from shiro_kernel.cli import main
+    from shiro_kernel.history import PromptHistory
+    from shiro_kernel.paths import project_root
+
+    history = PromptHistory.for_project(project_root(tmp_path))
+    for prompt in ("load the data", "/todos", "plot it", "plot it"):
+        history.append(prompt)
+    assert main(["history", "--project", str(tmp_path), "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out) == ["load the data", "plot it"]
+    assert main(["history", "--project", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "load the data" in out and "/todos" not in out
