@@ -46,6 +46,7 @@ class Agent:
         self._provider_key: tuple[Any, ...] | None = None
         self._tools = all_tools()
         self.abort = threading.Event()
+        self.live: Any = None  # the LiveController (background turns and the prompt queue), made by the magic
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -155,7 +156,11 @@ class Agent:
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, prompt: str, *, on_event: Callable[[Event], None] | None = None, model: str | None = None,
             agent: str | None = None, memory: bool | None = None, headless: bool = True,
-            propose: Callable[[str], None] | None = None) -> TurnEnd:
+            propose: Callable[[str], None] | None = None, approver: Any = None, runner: Any = None,
+            keep_abort: bool = False) -> TurnEnd:
+        """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
+        background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
+        caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
         root, notebook = self.root, self.notebook
         model = model or self.config.model
         notes = self.notes(memory)
@@ -180,9 +185,14 @@ class Agent:
         if not self.started:
             self.start()
         self.history().append(prompt)
-        self.abort.clear()
+        if not keep_abort:
+            self.abort.clear()
         options = TurnOptions(approval=approval, max_steps=self.config.max_steps, headless=headless,
                               compact_threshold=self.config.compact_threshold, store=self.config.store)
+        if approver is not None:
+            options.approver = approver
+        if runner is not None:
+            options.runner = runner
         turn = Turn(self.session, self.provider(model), self._tools, ctx, system, options,
                     on_event=on_event or (lambda e: None), abort=self.abort)
         return turn.run(prompt)

@@ -115,5 +115,9 @@ def run(agent: Agent, line: str) -> str:
     name, _, arg = line.strip().partition(" ")
     command = COMMANDS.get(name.lower())
     if command is None:
-        return f"unknown command {name}; try /help"
+        import difflib
+
+        close = difflib.get_close_matches(name.lower(), list(COMMANDS), n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}? " if close else ""
+        return f"unknown command {name}; {hint}try /help"
     return command(agent, arg.strip())

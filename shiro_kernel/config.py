@@ -66,6 +66,10 @@ class Shiro(Configurable):
     agent = Unicode("default", help="Agent variant: 'default' or 'deep'.").tag(config=True)
     timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
         config=True)
+    frontend = Enum(["auto", "widgets", "text"], "auto", help="How %shiro shows a turn: 'widgets' runs it in "
+                    "the background with live widgets (Stop, approval buttons, prompt queue); 'text' always blocks "
+                    "and prints Markdown; 'auto' uses widgets only when a widget frontend (JupyterLab) is "
+                    "connected to the kernel.").tag(config=True)
     max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
 
     @default("model")

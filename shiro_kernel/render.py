@@ -219,16 +219,7 @@ def to_html(log: TurnLog, extra: str = "") -> str:
     import html
 
     out = ['<div class="shiro-turn">']
-    for entry in log.entries:
-        if isinstance(entry, str):
-            out.append(_md_to_html(entry.strip()))
-        elif isinstance(entry, ToolRow):
-            summary = html.escape(_row_line(entry, False))
-            body = html.escape(entry.output[:_OUTPUT_KEEP])
-            out.append(f'<details class="shiro-tool"><summary><code>{summary}</code></summary>'
-                       f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>')
-        else:
-            out.append(f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>")
+    out.extend(entry_html(entry) for entry in log.entries)
     if log.end is not None:
         if log.end.error:
             out.append(f"<p><strong>shiro:</strong> {html.escape(log.end.error)}</p>")
@@ -237,3 +228,17 @@ def to_html(log: TurnLog, extra: str = "") -> str:
         out.append(f'<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>')
     out.append("</div>")
     return "\n".join(out)
+
+
+def entry_html(entry: Any) -> str:
+    """One log entry as HTML: text as Markdown, a tool row as ``<details>`` (output on expand), a notice."""
+    import html
+
+    if isinstance(entry, str):
+        return _md_to_html(entry.strip())
+    if isinstance(entry, ToolRow):
+        summary = html.escape(_row_line(entry, False))
+        body = html.escape(entry.output[:_OUTPUT_KEEP])
+        return (f'<details class="shiro-tool"><summary><code>{summary}</code></summary>'
+                f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>')
+    return f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>"

@@ -23,7 +23,13 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     so no test can read or write the real home or reach a real endpoint."""
     home = tmp_path_factory.mktemp("shiro_home")
     monkeypatch.setenv("SHIRO_HOME", str(home))
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path_factory.mktemp("ipython")))
+    ipython_dir = tmp_path_factory.mktemp("ipython")
+    # history in memory: shells and kernels started by tests leave no sqlite file behind to write at exit
+    (ipython_dir / "profile_default").mkdir()
+    (ipython_dir / "profile_default" / "ipython_config.py").write_text('c.HistoryManager.hist_file = ":memory:"\n')
+    (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(
+        'c.HistoryManager.hist_file = ":memory:"\n')
+    monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API"):
         monkeypatch.delenv(var, raising=False)
 
