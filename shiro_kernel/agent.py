@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .config import Shiro
+from .config import Shiro, agent_variant
 from .events import Done, Error, Event, TurnEnd
 from .history import PromptHistory
 from .memories import MemoryStore, normalize_mute_list
@@ -133,12 +133,13 @@ class Agent:
         return f"{saved_line(self.session)} · resume: %shiro -c or %shiro -r {self.session.id[:8]}"
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
-    def provider(self, model: str | None = None) -> Provider:
+    def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
         c = self.config
         settings = ProviderSettings(model=model or c.model, api=c.api, base_url=c.base_url, store=c.store,
-                                    stream=c.stream, timeout_s=c.timeout_s, max_retries=c.max_retries)
+                                    stream=c.stream, timeout_s=c.timeout_s, max_retries=c.max_retries,
+                                    reasoning_effort=reasoning_effort)
         key = (settings.model, settings.api, settings.base_url, settings.store, settings.stream,
-               settings.timeout_s, settings.max_retries)
+               settings.timeout_s, settings.max_retries, reasoning_effort)
         if self._provider is None or key != self._provider_key:
             self._provider, self._provider_key = Provider(settings), key
         return self._provider
@@ -170,7 +171,10 @@ class Agent:
         ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose,
                           extras={"tasks": self.tasks, "notes": notes, "memories": memories,
                                   "provenance": provenance})
-        variant = agent or self.config.agent
+        try:
+            variant, spec = agent_variant(self.config, agent)
+        except ValueError as exc:
+            raise AgentError(str(exc)) from None
         approval = self.config.approval
         # memory is read once, at the start of the turn; the task list is re-read on every step
         boot = [block for block in (notes.render_boot() if notes else "",
@@ -179,7 +183,7 @@ class Agent:
 
         def system() -> str:
             return build_system_prompt(root=str(root), notebook=str(notebook) if notebook else None,
-                                       approval=approval, agent=variant,
+                                       approval=approval, agent=variant, variant_prompt=str(spec.get("prompt", "")),
                                        blocks=[lambda: "\n".join(boot), tasks.render_prompt_block])
 
         if not self.started:
@@ -187,13 +191,16 @@ class Agent:
         self.history().append(prompt)
         if not keep_abort:
             self.abort.clear()
-        options = TurnOptions(approval=approval, max_steps=self.config.max_steps, headless=headless,
+        max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
+        options = TurnOptions(approval=approval, max_steps=max_steps, headless=headless,
                               compact_threshold=self.config.compact_threshold, store=self.config.store)
         if approver is not None:
             options.approver = approver
         if runner is not None:
             options.runner = runner
-        turn = Turn(self.session, self.provider(model), self._tools, ctx, system, options,
+        effort = spec.get("reasoning_effort")
+        turn = Turn(self.session, self.provider(model, str(effort) if effort else None), self._tools, ctx, system,
+                    options,
                     on_event=on_event or (lambda e: None), abort=self.abort)
         return turn.run(prompt)
 

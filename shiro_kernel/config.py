@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Enum, Float, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 from traitlets.config import Configurable
 
 DEFAULT_MODEL = "gpt-5-mini"
@@ -63,7 +63,11 @@ class Shiro(Configurable):
     budget_usd = Float(None, allow_none=True, help="Spend limit in USD for this notebook's session.").tag(config=True)
     mute = List(Unicode(), help="Named memories muted for this kernel's session (like --mute NAME): their index "
                 "line is hidden and reading them by name is refused; files are untouched.").tag(config=True)
-    agent = Unicode("default", help="Agent variant: 'default' or 'deep'.").tag(config=True)
+    agent = Unicode("default", help="Agent variant: 'default', 'deep', or one defined in Shiro.agents.").tag(
+        config=True)
+    agents = Dict(help="Your own agent variants: name -> {'prompt': extra system prompt, 'max_steps': int, "
+                  "'reasoning_effort': 'low'|'medium'|'high'}; they add to (or replace) 'default' and 'deep'.").tag(
+                      config=True)
     timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
         config=True)
     frontend = Enum(["auto", "widgets", "text"], "auto", help="How %shiro shows a turn: 'widgets' runs it in "
@@ -83,3 +87,26 @@ class Shiro(Configurable):
     @default("base_url")
     def _base_url_default(self) -> str | None:
         return environment().base_url
+
+
+#: the variants that ship; ``Shiro.agents`` adds to or replaces them
+BUILTIN_AGENTS: dict[str, dict[str, object]] = {
+    "default": {},
+    "deep": {
+        "prompt": ("You are running as the `deep` variant: for anything with more than one step, write a plan "
+                   "with todo_write first, check each intermediate result before building on it, and finish "
+                   "with what you verified and what you did not."),
+        "max_steps": 100,
+        "reasoning_effort": "high",
+    },
+}
+
+
+def agent_variant(config: Shiro, name: str | None) -> tuple[str, dict[str, object]]:
+    """The named variant's settings; a ValueError naming the known ones for an unknown name."""
+    variants = {**BUILTIN_AGENTS, **{k: dict(v) for k, v in (config.agents or {}).items()}}
+    chosen = name or config.agent
+    if chosen not in variants:
+        raise ValueError(f"unknown agent variant {chosen!r}; known: {', '.join(sorted(variants))} "
+                         "(add your own with %config Shiro.agents = {...})")
+    return chosen, variants[chosen]

@@ -21,7 +21,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
-from .config import Shiro
+from .config import Shiro, agent_variant
 
 # Options that take a value, and flags.
 _VALUED = {"--model": "model", "--agent": "agent", "-r": "resume", "--mute": "mute"}
@@ -129,6 +129,10 @@ class ShiroMagics(Magics):
 
         opts = parsed.options
         agent = self.agent
+        try:
+            agent_variant(self.settings, opts.get("agent"))
+        except ValueError as exc:
+            raise UsageError(f"%shiro: {exc}") from None
         if "mute" in opts:
             names = [n for n in opts["mute"].split(",") if n.strip()]
             agent.muted = sorted(set(agent.muted) | set(n.strip() for n in names))

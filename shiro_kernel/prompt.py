@@ -20,11 +20,6 @@ How to work:
 - When a tool returns `Error: ...`, read it and adapt; do not repeat the same failing call.
 - Answer in Markdown. Be concise: lead with the answer, then the evidence."""
 
-DEEP = """
-You are running as the `deep` variant: for anything with more than one step, write a plan first, \
-check each intermediate result before building on it, and finish with what you verified and what \
-you did not."""
-
 APPROVAL = {
     "ask": "Tools that change something (python, write_file, edit_file, shell) ask the user first; "
            "a refusal comes back as `Error: not approved`.",
@@ -34,10 +29,10 @@ APPROVAL = {
 
 
 def build_system_prompt(*, root: str, notebook: str | None, approval: str, agent: str = "default",
-                        blocks: Iterable[Callable[[], str]] = ()) -> str:
+                        variant_prompt: str = "", blocks: Iterable[Callable[[], str]] = ()) -> str:
     parts = [BASE]
-    if agent == "deep":
-        parts.append(DEEP)
+    if variant_prompt:
+        parts.append("\n" + variant_prompt)
     env = [
         f"- Project root: {root}",
         f"- Notebook: {notebook or '(unknown)'}",

@@ -46,6 +46,7 @@ class ProviderSettings:
     stream: bool = True
     timeout_s: float = 120.0
     max_retries: int = 3
+    reasoning_effort: str | None = None  # only sent when a variant asks for it (reasoning models only)
 
 
 def redact(text: str, key: str | None = None) -> str:
@@ -174,6 +175,8 @@ class Provider:
             body["tools"] = wire.responses_tools(tools)
         if not s.store:
             body["include"] = ["reasoning.encrypted_content"]
+        if s.reasoning_effort:
+            body["reasoning"] = {"effort": s.reasoning_effort}
         kwargs = _request(s.model, body)
         if not s.stream:
             resp = client.responses.create(**kwargs)
@@ -213,6 +216,8 @@ class Provider:
         body: dict[str, Any] = {"messages": wire.chat_messages(system, messages)}
         if tools:
             body["tools"] = wire.chat_tools(tools)
+        if s.reasoning_effort:
+            body["reasoning_effort"] = s.reasoning_effort
         kwargs = _request(s.model, body, messages=[])  # `messages` is required by the SDK; the body's wins
         if not s.stream:
             resp = client.chat.completions.create(**kwargs)

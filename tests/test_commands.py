@@ -113,3 +113,19 @@ def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
     body = fake_openai.requests[-1].body
     assert "**style**" not in body["instructions"] and "Project memories" in body["instructions"]
     assert body["input"][-1]["output"] == "Error: memory 'style' is muted for this session"
+
+
+def test_agent_variants_deep_custom_and_unknown(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="a"), Reply(text="b"), Reply(text="c"))
+    run(shell, "%shiro plain")
+    plain = fake_openai.requests[-1].body
+    assert "reasoning" not in plain and "`deep` variant" not in plain["instructions"]
+    run(shell, "%shiro --agent deep think hard")
+    deep = fake_openai.requests[-1].body
+    assert deep["reasoning"] == {"effort": "high"} and "`deep` variant" in deep["instructions"]
+    shell.run_cell('%config Shiro.agents = {"terse": {"prompt": "Answer in one line.", "max_steps": 2}}')
+    run(shell, "%shiro --agent terse sum up")
+    assert "Answer in one line." in fake_openai.requests[-1].body["instructions"]
+    out = run(shell, "%shiro --agent wizard hi")
+    assert "unknown agent variant 'wizard'; known: deep, default, terse" in out
+    assert len(fake_openai.requests) == 3  # nothing was sent for the unknown variant

@@ -78,6 +78,12 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     assert turn["version"] == 1 and turn["end"]["reason"] == "answered"
     tool = [e for e in turn["entries"] if e["type"] == "tool"][0]
     assert (tool["name"], tool["args"], tool["status"], tool["output"].strip()) == ("python", "df.x.mean()", "ok", "2.0")
+    # the saved notebook rendered by nbconvert (no kernel, no widget state) shows the answer and the tool row
+    from nbconvert import HTMLExporter
+
+    html, _ = HTMLExporter().from_notebook_node(nbformat.read(tmp_path / "analysis.ipynb", as_version=4))
+    assert "The mean of <code>df.x</code> is <strong>2.0</strong>." in html
+    assert '<details class="shiro-tool">' in html and "python(df.x.mean())" in html
 
 
 def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path):
