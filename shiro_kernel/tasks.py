@@ -39,6 +39,18 @@ def render_line(item: dict[str, Any]) -> str:
     return line
 
 
+def progress_bar(items: list[dict[str, Any]]) -> str:
+    """``tasks ####.... 1/4  1 blocked``: 40 wide, filled = round(done/total·40); '' with no items."""
+    if not items:
+        return ""
+    total = len(items)
+    done = sum(1 for i in items if i["status"] == "done")
+    blocked = sum(1 for i in items if i["status"] == "blocked")
+    filled = round(done / total * BAR_WIDTH)
+    bar = f"tasks {'#' * filled}{'.' * (BAR_WIDTH - filled)} {done}/{total}"
+    return bar + (f"  {blocked} blocked" if blocked else "")
+
+
 class TaskList:
     """The agent's todo list. Items are ``{content, status, note?}`` dicts."""
 
@@ -122,15 +134,7 @@ class TaskList:
 
     def progress_bar(self) -> str:
         """``tasks ####.... 1/4  1 blocked`` (40 wide); empty string with no todos."""
-        items = self.state()
-        if not items:
-            return ""
-        total = len(items)
-        done = sum(1 for i in items if i["status"] == "done")
-        blocked = sum(1 for i in items if i["status"] == "blocked")
-        filled = round(done / total * BAR_WIDTH)
-        bar = f"tasks {'#' * filled}{'.' * (BAR_WIDTH - filled)} {done}/{total}"
-        return bar + (f"  {blocked} blocked" if blocked else "")
+        return progress_bar(self.state())
 
     def render(self) -> str:
         """What ``/todos`` prints: the bar and the lines, or ``no tasks`` when empty."""

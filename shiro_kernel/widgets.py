@@ -22,7 +22,7 @@ import ipywidgets as W
 from .events import Event, Notice, StepStart, ToolEnd, TurnEnd
 from .prune import meter_label
 from .render import Throttle, ToolRow, TurnLog, entry_html
-from .tasks import MARKERS, BAR_WIDTH
+from .tasks import MARKERS, progress_bar
 
 UPDATES_PER_SECOND = 30
 QUEUE_CUT = 70
@@ -45,13 +45,7 @@ def tasks_html(items: list[dict[str, Any]]) -> str:
     """Bar + markers; done items struck through, notes as ``  (note)``."""
     if not items:
         return ""
-    total = len(items)
-    done = sum(1 for i in items if i["status"] == "done")
-    blocked = sum(1 for i in items if i["status"] == "blocked")
-    filled = round(done / total * BAR_WIDTH)
-    bar = f"tasks {'#' * filled}{'.' * (BAR_WIDTH - filled)} {done}/{total}" + (
-        f"  {blocked} blocked" if blocked else "")
-    lines = [html.escape(bar)]
+    lines = [html.escape(progress_bar(items))]
     for item in items:
         text = html.escape(item["content"])
         if item["status"] == "done":
