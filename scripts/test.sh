@@ -8,7 +8,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest" # fail loudly if the install did not work
+.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest, playwright" # fail loudly if the install did not work
+.venv/bin/jupyter labextension list 2>&1 | grep -q "shiro-kernel-labextension.*enabled" || { echo "the labextension was not built/installed" >&2; exit 1; }
 # Tests never touch the real home: the suite's conftest points SHIRO_HOME and IPYTHONDIR at temp dirs,
 # and these cover anything started before it.
 export SHIRO_HOME="${SHIRO_HOME:-$(mktemp -d)}" IPYTHONDIR="${IPYTHONDIR:-$(mktemp -d)}"

@@ -210,6 +210,8 @@ class TurnView(W.VBox):
     # -- approval -----------------------------------------------------------------------------------
     def ask(self, name: str, args: str, answer: Callable[[str], None]) -> None:
         """Show the buttons for one pending call; ``answer`` gets approve | deny | always once."""
+        if self._dirty:  # the turn pauses here: show everything that led to the question first
+            self.flush()
         self._answer = answer
         self.approval_label.value = (f"<b>shiro wants to run</b> <code>{html.escape(name)}</code> "
                                      f"<code>{html.escape(args)}</code>")

@@ -1,0 +1,195 @@
+/**
+ * Pure helpers for drawing a shiro turn: the same text the kernel's live view and static HTML show
+ * (shiro_kernel/render.py, shiro_kernel/widgets.py). No DOM and no JupyterLab imports, so node's
+ * test runner checks them directly.
+ */
+
+export const TURN_MIME = 'application/vnd.shiro.turn+json';
+export const BAR_WIDTH = 40;
+
+export type TaskStatus = 'pending' | 'in_progress' | 'done' | 'blocked';
+
+export interface ITask {
+  content: string;
+  status: TaskStatus | string;
+  note?: string | null;
+}
+
+export interface ITextEntry {
+  type: 'text';
+  text: string;
+}
+
+export interface IToolEntry {
+  type: 'tool';
+  callId?: string;
+  name: string;
+  args: string;
+  status: 'running' | 'ok' | 'error' | string;
+  seconds?: number | null;
+  output?: string;
+}
+
+export interface INoticeEntry {
+  type: 'notice';
+  kind?: string;
+  text: string;
+}
+
+export type Entry = ITextEntry | IToolEntry | INoticeEntry;
+
+export interface ITurn {
+  version: number;
+  sessionId?: string;
+  entries: Entry[];
+  tasks?: ITask[];
+  usage?: { inputTokens: number; outputTokens: number; costUsd?: number | null };
+  end?: { reason: string; error?: string | null };
+  contextPercent?: number;
+  resume?: string;
+}
+
+export const MARKERS: Record<string, string> = {
+  pending: '[ ]',
+  in_progress: '[~]',
+  done: '[x]',
+  blocked: '[!]'
+};
+
+/** `tasks ####.... 1/4  1 blocked` (40 wide); '' with no tasks. */
+export function taskBar(tasks: ITask[] | undefined): string {
+  if (!tasks || tasks.length === 0) {
+    return '';
+  }
+  const total = tasks.length;
+  const done = tasks.filter(t => t.status === 'done').length;
+  const blocked = tasks.filter(t => t.status === 'blocked').length;
+  // Python's round() is banker's rounding; match it so both views draw the same bar.
+  const filled = roundHalfEven((done / total) * BAR_WIDTH);
+  const bar = `tasks ${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)} ${done}/${total}`;
+  return blocked ? `${bar}  ${blocked} blocked` : bar;
+}
+
+export function roundHalfEven(x: number): number {
+  const floor = Math.floor(x);
+  const diff = x - floor;
+  if (Math.abs(diff - 0.5) < 1e-9) {
+    return floor % 2 === 0 ? floor : floor + 1;
+  }
+  return Math.round(x);
+}
+
+export function marker(status: string): string {
+  return MARKERS[status] ?? '[?]';
+}
+
+export function duration(seconds: number | null | undefined): string {
+  if (seconds === null || seconds === undefined) {
+    return '';
+  }
+  return seconds < 1 ? `${(seconds * 1000).toFixed(0)} ms` : `${seconds.toFixed(1)} s`;
+}
+
+const TOOL_MARKS: Record<string, string> = { running: '…', ok: '✓', error: '✗' };
+
+/** The tool row's one line: `✓ python(df.x.mean()) · ok · 4 ms`. */
+export function toolLine(entry: IToolEntry): string {
+  const bits = [entry.status];
+  const d = duration(entry.seconds);
+  if (d) {
+    bits.push(d);
+  }
+  const mark = TOOL_MARKS[entry.status] ?? '•';
+  return `${mark} ${entry.name}(${entry.args}) · ${bits.join(' · ')}`;
+}
+
+function thousands(n: number): string {
+  return String(Math.trunc(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+}
+
+/** `1,234 in · 56 out tokens · $0.0002 · context 12% · resume: %shiro -r 0193ab2c`. */
+export function footer(turn: ITurn): string {
+  const parts: string[] = [];
+  if (turn.usage) {
+    parts.push(`${thousands(turn.usage.inputTokens)} in · ${thousands(turn.usage.outputTokens)} out tokens`);
+    if (turn.usage.costUsd !== null && turn.usage.costUsd !== undefined) {
+      parts.push(`$${turn.usage.costUsd.toFixed(4)}`);
+    }
+  }
+  if (typeof turn.contextPercent === 'number') {
+    parts.push(`context ${turn.contextPercent}%`);
+  }
+  if (turn.resume) {
+    parts.push(`resume: ${turn.resume}`);
+  }
+  return parts.join(' · ');
+}
+
+/** Is this value a turn bundle we can draw? */
+export function isTurn(value: unknown): value is ITurn {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    Array.isArray((value as ITurn).entries)
+  );
+}
+
+/**
+ * Prompt history walking, as the seed's prompt does it: the first Up keeps the draft, Down past the
+ * newest entry gives the draft back. `entries` are oldest first.
+ */
+export class HistoryWalker {
+  private index: number;
+  private draft = '';
+
+  constructor(private entries: string[]) {
+    this.index = entries.length;
+  }
+
+  setEntries(entries: string[]): void {
+    this.entries = entries;
+    this.index = entries.length;
+  }
+
+  /** The text to show after Up, or null when there is nothing older. */
+  up(current: string): string | null {
+    if (this.index === 0 || this.entries.length === 0) {
+      return null;
+    }
+    if (this.index === this.entries.length) {
+      this.draft = current;
+    }
+    this.index -= 1;
+    return this.entries[this.index];
+  }
+
+  /** The text to show after Down, or null when already at the draft. */
+  down(): string | null {
+    if (this.index >= this.entries.length) {
+      return null;
+    }
+    this.index += 1;
+    return this.index === this.entries.length ? this.draft : this.entries[this.index];
+  }
+}
+
+/** The cell the prompt box inserts: `%%shiro` then the prompt. */
+export function shiroCell(prompt: string): string {
+  return `%%shiro\n${prompt.trim()}`;
+}
+
+/** Parse the kernel's printed history (a JSON list of strings, or of {prompt} objects). */
+export function parseHistory(stdout: string): string[] {
+  const line = stdout.trim().split('\n').pop() ?? '';
+  try {
+    const value = JSON.parse(line);
+    if (!Array.isArray(value)) {
+      return [];
+    }
+    return value
+      .map(v => (typeof v === 'string' ? v : v && typeof v.prompt === 'string' ? v.prompt : ''))
+      .filter(v => v);
+  } catch {
+    return [];
+  }
+}

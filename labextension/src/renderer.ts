@@ -1,0 +1,144 @@
+/**
+ * The mime renderer for `application/vnd.shiro.turn+json` (docs/turn-format.md): the turn's
+ * Markdown through JupyterLab's own markdown renderer, tool rows as `<details>`, notices, the task
+ * list with the seed's bar, and the footer. Safe: every string goes in as text, and Markdown is
+ * sanitized when the notebook is not trusted.
+ */
+import { renderMarkdown } from '@jupyterlab/rendermime';
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+
+import {
+  ITurn,
+  IToolEntry,
+  TURN_MIME,
+  footer,
+  isTurn,
+  marker,
+  taskBar,
+  toolLine
+} from './format';
+
+/**
+ * Ranks: lower wins. HTML is 50, Markdown 60, the ipywidgets view -10. A finished turn's output
+ * holds the widget view and this bundle; the bundle wins so a notebook reopened without a kernel
+ * (widget model gone) draws the same picture as the live view did.
+ */
+export const RANK = -20;
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(private options: IRenderMime.IRendererOptions) {
+    super();
+    this.addClass('jp-RenderedShiroTurn');
+  }
+
+  async renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    const data = model.data[TURN_MIME];
+    this.node.textContent = '';
+    if (!isTurn(data)) {
+      this.node.appendChild(el('pre', 'shiro-error', 'shiro: this output is not a turn bundle'));
+      return;
+    }
+    const turn = data as ITurn;
+    const pending: Promise<void>[] = [];
+    for (const entry of turn.entries) {
+      if (entry.type === 'text') {
+        const host = el('div', 'shiro-text');
+        this.node.appendChild(host);
+        pending.push(this.markdown(host, entry.text, model.trusted));
+      } else if (entry.type === 'tool') {
+        this.node.appendChild(toolRow(entry));
+      } else if (entry.type === 'notice') {
+        const quote = el('blockquote', `shiro-notice shiro-notice-${entry.kind ?? 'info'}`);
+        quote.appendChild(el('em', '', entry.text));
+        this.node.appendChild(quote);
+      }
+    }
+    if (turn.end?.error) {
+      const p = el('p', 'shiro-end-error');
+      p.appendChild(el('strong', '', 'shiro: '));
+      p.appendChild(document.createTextNode(turn.end.error));
+      this.node.appendChild(p);
+    } else if (turn.end?.reason === 'aborted') {
+      this.node.appendChild(el('p', 'shiro-aborted', 'stopped by the user'));
+    } else if (turn.end?.reason === 'waiting') {
+      this.node.appendChild(el('p', 'shiro-waiting', 'waiting for approval'));
+    }
+    if (turn.tasks && turn.tasks.length) {
+      this.node.appendChild(taskList(turn));
+    }
+    const foot = footer(turn);
+    if (foot) {
+      this.node.appendChild(el('div', 'shiro-footer', foot));
+    }
+    await Promise.all(pending);
+  }
+
+  private async markdown(host: HTMLElement, source: string, trusted: boolean): Promise<void> {
+    const o = this.options;
+    try {
+      await renderMarkdown({
+        host,
+        source: source.trim(),
+        trusted,
+        sanitizer: o.sanitizer,
+        resolver: o.resolver,
+        linkHandler: o.linkHandler,
+        latexTypesetter: o.latexTypesetter,
+        markdownParser: o.markdownParser ?? null,
+        shouldTypeset: this.isAttached,
+        translator: o.translator
+      });
+    } catch {
+      host.textContent = source; // never lose the answer to a renderer problem
+    }
+  }
+}
+
+function toolRow(entry: IToolEntry): HTMLElement {
+  const details = el('details', `shiro-tool shiro-tool-${entry.status}`);
+  const summary = el('summary', '');
+  summary.appendChild(el('code', '', toolLine(entry)));
+  details.appendChild(summary);
+  details.appendChild(el('pre', 'shiro-tool-output', entry.output ?? ''));
+  return details;
+}
+
+function taskList(turn: ITurn): HTMLElement {
+  const pre = el('pre', 'shiro-tasks');
+  pre.appendChild(document.createTextNode(taskBar(turn.tasks)));
+  for (const task of turn.tasks ?? []) {
+    pre.appendChild(document.createTextNode(`\n${marker(task.status)} `));
+    if (task.status === 'done') {
+      pre.appendChild(el('s', '', task.content));
+    } else {
+      pre.appendChild(document.createTextNode(task.content));
+    }
+    if (typeof task.note === 'string' && task.note.trim()) {
+      pre.appendChild(document.createTextNode(`  (${task.note.trim()})`));
+    }
+  }
+  return pre;
+}
+
+export const rendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [TURN_MIME],
+  defaultRank: RANK,
+  createRenderer: options => new TurnRenderer(options)
+};

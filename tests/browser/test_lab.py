@@ -1,0 +1,176 @@
+"""The labextension in a real JupyterLab and Chromium: saved turns render without their kernel, a
+live turn streams into the widget view with working approval buttons, and Shiro: Ask runs a cell."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+import pytest
+
+from conftest import ARTIFACTS, KEY, Lab  # tests/browser/conftest.py (its folder is on sys.path)
+from fakeopenai import Call, Reply
+
+TODOS = [{"content": "load the sales", "status": "done"},
+         {"content": "compare regions", "status": "in_progress"},
+         {"content": "plot", "status": "pending"},
+         {"content": "publish", "status": "blocked", "note": "no access"}]
+pytestmark = pytest.mark.timeout(150)
+
+BAR = f"tasks {'#' * 10}{'.' * 30} 1/4  1 blocked"
+
+
+def write_notebook(path: Path, sources: list[str]) -> nbformat.NotebookNode:
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return nb
+
+
+def open_notebook(page: Any, lab: Lab, name: str) -> None:
+    """Open ``name`` in JupyterLab and wait until its kernel is idle."""
+    page.goto(f"{lab.url}/lab/tree/{name}?reset")  # ?reset: no tabs restored from an earlier test
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function(
+        """name => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+                   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+                   return !!k && k.status === 'idle' && w.context.path === name; }""", arg=name,
+        timeout=60_000)
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def cell_output(page: Any, index: int) -> Any:
+    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
+
+
+def test_saved_turn_renders_without_its_kernel(lab: Lab, page: Any) -> None:
+    lab.fake.enqueue(
+        Reply(text="Let me plan and compute.", tool_calls=[Call("todo_write", {"todos": TODOS}),
+                                                         Call("python", {"code": "df.x.mean()"})]),
+        Reply(text="The mean of `df.x` is **2.0**."))
+    path = lab.root / "saved.ipynb"
+    nb = write_notebook(path, ["%load_ext shiro_kernel",
+                               "import pandas\ndf = pandas.DataFrame({'x': [1, 2, 3]})",
+                               '%config Shiro.approval = "auto"',
+                               "%shiro --wait what is the mean of df.x?"])
+    env = {**lab.env, "JPY_SESSION_NAME": str(path)}
+    NotebookClient(nb, timeout=60, kernel_name="python3",
+                   resources={"metadata": {"path": str(lab.root)}}).execute(env=env)
+    nbformat.write(nb, path)
+    assert any("application/vnd.shiro.turn+json" in o.get("data", {}) for o in nb.cells[3].outputs)
+
+    open_notebook(page, lab, "saved.ipynb")
+    turn = cell_output(page, 3).locator(".jp-RenderedShiroTurn")
+    turn.wait_for(timeout=30_000)
+    text = turn.inner_text()
+    assert "The mean of df.x is 2.0." in " ".join(text.split()).replace("`", "")
+    assert turn.locator("strong", has_text="2.0").count() == 1  # Markdown went through Lab's renderer
+    summaries = turn.locator("details.shiro-tool summary").all_inner_texts()
+    assert any("python(df.x.mean()) · ok" in s for s in summaries), summaries
+    tasks = turn.locator("pre.shiro-tasks").inner_text()
+    assert tasks.splitlines()[0] == BAR
+    assert "[x] load the sales" in tasks and "[~] compare regions" in tasks and "[!] publish  (no access)" in tasks
+    assert turn.locator("pre.shiro-tasks s", has_text="load the sales").count() == 1
+    assert "out tokens" in turn.locator(".shiro-footer").inner_text()
+    # a tool row expands on click to its output
+    row = turn.locator("details.shiro-tool", has_text="df.x.mean()")
+    row.locator("summary").click()
+    assert row.locator("pre.shiro-tool-output").inner_text().strip() == "2.0"
+    # our renderer, not the HTML fallback
+    assert cell_output(page, 3).locator(".jp-RenderedHTMLCommon .shiro-turn").count() == 0
+    assert KEY not in page.content()
+    shot(page, "saved-turn")
+
+
+def test_live_turn_streams_asks_approval_and_ends_in_the_static_bundle(lab: Lab, page: Any) -> None:
+    lab.fake.enqueue(
+        Reply(text="Planning first.", tool_calls=[Call("todo_write", {"todos": TODOS})]),
+        Reply(text="Now computing.", tool_calls=[Call("python", {"code": "answer = 6 * 7\nanswer"})]),
+        Reply(text="The answer is **42**."))
+    write_notebook(lab.root / "live.ipynb", ["%load_ext shiro_kernel",
+                                             '%config Shiro.approval = "ask"',
+                                             "%shiro work out six times seven"])
+    open_notebook(page, lab, "live.ipynb")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    out = cell_output(page, 2)
+    # frontend = "auto" picked the live widget view in JupyterLab
+    view = out.locator(".shiro-turn-view")
+    view.wait_for(timeout=30_000)
+    approve = view.locator("button", has_text="Approve")
+    approve.wait_for(state="visible", timeout=30_000)
+    assert "answer = 6 * 7" in view.inner_text()
+    # everything that led to the question is drawn before the turn pauses for it
+    assert "Planning first." in view.inner_text() and "Now computing." in view.inner_text()
+    # the task list updated live, before the turn ended
+    assert view.locator("pre.shiro-tasks").inner_text().splitlines()[0] == BAR
+    shot(page, "live-approval")
+    approve.click()
+    # the final static bundle replaces the live view (update_display_data of its display id)
+    turn = out.locator(".jp-RenderedShiroTurn")
+    turn.wait_for(timeout=30_000)
+    text = " ".join(turn.inner_text().split())
+    assert "The answer is 42." in text and "python(answer = 6 * 7 answer) · ok" in text
+    assert turn.locator("pre.shiro-tasks").inner_text().splitlines()[0] == BAR
+    shot(page, "live-final")
+    kernel_value = page.evaluate("""async () => {
+        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+        let out = '';
+        const f = k.requestExecute({code: 'print(answer)', silent: true, store_history: false});
+        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
+        await f.done; return out; }""")
+    assert kernel_value.strip() == "42"  # approved code ran in the kernel
+
+
+def test_shiro_ask_inserts_and_runs_a_cell_with_history(lab: Lab, page: Any) -> None:
+    lab.fake.enqueue(Reply(text="pong one"), Reply(text="pong two"))
+    write_notebook(lab.root / "ask.ipynb", ["x = 1"])
+    open_notebook(page, lab, "ask.ipynb")
+    assert page.evaluate("window.jupyterapp.commands.label('shiro:ask')") == "Shiro: Ask"
+
+    # the toolbar button opens the prompt box; Enter inserts a %%shiro cell below and runs it
+    page.locator(".jp-ShiroAskButton").first.click()
+    box = page.locator(".jp-Dialog .jp-ShiroAsk textarea")
+    box.wait_for(timeout=10_000)
+    box.fill("first question")
+    shot(page, "ask-box")
+    box.press("Enter")
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length === 2")
+    assert "%%shiro" in cells.nth(1).locator(".jp-InputArea").inner_text()
+    assert "first question" in cells.nth(1).locator(".jp-InputArea").inner_text()
+    cells.nth(1).locator(".jp-OutputArea", has_text="pong one").wait_for(timeout=30_000)
+
+    # the keyboard shortcut opens it again; Up shows the last prompt, Down gives the draft back
+    page.locator(".jp-Notebook").first.click(position={"x": 5, "y": 5})
+    page.keyboard.press("Escape")
+    page.keyboard.press("Alt+i")
+    box.wait_for(timeout=10_000)
+    box.fill("my draft")
+    box.press("Home")
+    box.press("ArrowUp")
+    assert box.input_value() == "first question"
+    box.press("ArrowDown")
+    assert box.input_value() == "my draft"
+    page.keyboard.press("Escape")
+    page.locator(".jp-Dialog").wait_for(state="detached", timeout=10_000)
+
+    # and from the command (what the palette runs)
+    page.evaluate("() => { void window.jupyterapp.commands.execute('shiro:ask'); }")  # resolves when the box closes
+    box.wait_for(timeout=10_000)
+    box.fill("second question")
+    page.locator(".jp-Dialog button", has_text="Ask").click()
+    page.wait_for_function("document.querySelectorAll('.jp-Notebook .jp-Cell').length === 3")
+    page.locator(".jp-Notebook .jp-Cell .jp-OutputArea", has_text="pong two").wait_for(timeout=30_000)
+    shot(page, "ask-ran")
+    assert json.loads(json.dumps(lab.fake.requests[-1].body))  # the turn reached the provider
+    assert os.environ.get("OPENAI_API_KEY") is None  # the test process itself never held the key
