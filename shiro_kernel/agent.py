@@ -7,17 +7,21 @@ plain ``InteractiveShell`` or ``shell=None``), which is how it is tested.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import cells as cell_changes
+from . import restart
 from .config import Shiro, agent_variant
-from .events import Done, Error, Event, TurnEnd
+from .events import Done, Error, Event, Notice, TurnEnd
 from .history import PromptHistory
 from .memories import MemoryStore, normalize_mute_list
 from .notes import NoteStore
 from .paths import git_commit, home, notebook_path, project_root
+from .pricing import price_of
 from .prompt import build_system_prompt
 from .provider import Provider, ProviderSettings
 from .render import TURN_MIME, Throttle, TurnLog, to_bundle_json, to_html, to_markdown, to_text
@@ -25,8 +29,8 @@ from .session import Session
 from .sessions import Ambiguous, Autosaver, SessionStore, not_found_message, resumed_line, saved_line, tasks_of
 from .tasks import TaskList
 from .tools import ToolContext, all_tools
-from .transcript import Message
-from .turn import Turn, TurnOptions
+from .transcript import Message, ToolCallPart
+from .turn import HEADLESS_DENIAL, READ_ONLY_DENIAL, Turn, TurnOptions, budget_money, money
 
 
 class AgentError(Exception):
@@ -47,6 +51,11 @@ class Agent:
         self._tools = all_tools()
         self.abort = threading.Event()
         self.live: Any = None  # the LiveController (background turns and the prompt queue), made by the magic
+        #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
+        #: told to the model on the first turn after the resume
+        self.lost: dict[str, str] = {}
+        self._tell_lost = False
+        self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -84,6 +93,7 @@ class Agent:
             session.notebook_path = self._notebook_str()
         self.autosaver = Autosaver(self.store, session, lambda: self.config.model)
         self.started = True
+        self.lost, self._tell_lost = {}, False
 
     def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
         """Choose the session before a turn; returns the one line to show (or None).
@@ -109,8 +119,63 @@ class Agent:
                 self.started = True
                 return None
             self.switch_to(session)
-            return resumed_line(session)
+            return self._with_restart_notice(resumed_line(session))
         return None
+
+    def _user_ns(self) -> dict[str, Any] | None:
+        ns = getattr(self.shell, "user_ns", None)
+        return ns if isinstance(ns, dict) else None
+
+    def _check_restart(self) -> str:
+        """After a resume: which variables of the session's earlier turns this kernel lacks. Returns
+        the one-line notice for the cell ('' when none are missing)."""
+        self.lost = restart.missing(self.session.messages, self._user_ns())
+        self._tell_lost = bool(self.lost)
+        return restart.notice(list(self.lost))
+
+    def _with_restart_notice(self, line: str) -> str:
+        notice = self._check_restart()
+        return f"{line}\n{notice}" if notice else line
+
+    def lost_now(self) -> list[str]:
+        """The lost variables that are still missing from the namespace."""
+        ns = self._user_ns()
+        return [n for n in self.lost if ns is not None and n not in ns]
+
+    def rebuild(self) -> str:
+        """``/rebuild``: re-run the recorded code that made the lost variables, in order and each
+        block once, through the ``python`` tool with the approval rules of a turn."""
+        ns = self._user_ns()
+        if ns is None:
+            return "nothing to rebuild: there is no kernel namespace here"
+        lost = restart.missing(self.session.messages, ns)
+        if not lost:
+            return "nothing to rebuild: every variable the earlier turns created still exists"
+        approval = self.config.approval
+        if approval == "read-only":
+            return READ_ONLY_DENIAL.format(name="/rebuild")
+        if approval != "auto" and "python" not in self.session.always_allowed:
+            return HEADLESS_DENIAL.format(name="/rebuild").replace(" and ask again.", " and run /rebuild again.")
+        from .tools import run_tool
+
+        ctx = ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook)
+        blocks = restart.rebuild_code(self.session.messages, lost)
+        failures: list[str] = []
+        for number, code in enumerate(blocks, 1):
+            call = ToolCallPart(f"rebuild_{number}", "python", json.dumps({"code": code}))
+            result = run_tool(self._tools, call, ctx)
+            if result.is_error or result.output.lstrip().startswith("Error"):
+                first = (result.output.strip().splitlines() or [""])[0][:160]
+                failures.append(f"block {number}: {first}")
+        still = [n for n in lost if n not in ns]
+        made = [n for n in lost if n in ns]
+        self.lost = {n: lost[n] for n in still}
+        runs = f"{len(blocks)} code block" + ("" if len(blocks) == 1 else "s")
+        lines = [f"rebuilt {', '.join(made) if made else 'nothing'} ({runs} re-run)"]
+        if still:
+            lines.append(f"still missing: {', '.join(still)}")
+        lines += failures
+        return "\n".join(lines)
 
     def resume(self, prefix: str, line: Callable[[Session], str] | None = None) -> str:
         try:
@@ -122,15 +187,28 @@ class Agent:
             raise AgentError(not_found_message(prefix))
         self.switch_to(session)
         if line is not None:
-            return line(session)
+            return self._with_restart_notice(line(session))
         from .sessions import title_of
 
-        return f"resumed {session.id[:8]} ({len(session.messages)} messages): {title_of(session.messages)}"
+        return self._with_restart_notice(
+            f"resumed {session.id[:8]} ({len(session.messages)} messages): {title_of(session.messages)}")
 
     def footer(self) -> str:
+        meter = self.budget_meter()
+        tail = f" · {meter}" if meter else ""
         if not self.session.messages:
-            return "nothing saved yet"
-        return f"{saved_line(self.session)} · resume: %shiro -c or %shiro -r {self.session.id[:8]}"
+            return "nothing saved yet" + tail
+        return f"{saved_line(self.session)} · resume: %shiro -c or %shiro -r {self.session.id[:8]}{tail}"
+
+    def budget_meter(self) -> str:
+        """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""
+        budget = self.config.budget_usd
+        if budget is None:
+            return ""
+        spent = self.session.usage.cost_usd
+        if spent is None and price_of(self.config.model) is None:
+            return f"{budget_money(budget)} budget not checked (no price for {self.config.model})"
+        return f"{money(spent or 0.0)} of {budget_money(budget)} budget"
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
@@ -162,32 +240,47 @@ class Agent:
         """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
         background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
         caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
-        root, notebook = self.root, self.notebook
-        model = model or self.config.model
-        notes = self.notes(memory)
-        memories = self.memories(model) if (self.config.memory if memory is None else memory) else None
-        provenance = {"sessionId": self.session.id, "notebook": str(notebook) if notebook else None,
-                      "cell": getattr(self.shell, "execution_count", None), "gitCommit": git_commit(root)}
-        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose,
-                          extras={"tasks": self.tasks, "notes": notes, "memories": memories,
-                                  "provenance": provenance})
         try:
             variant, spec = agent_variant(self.config, agent)
         except ValueError as exc:
             raise AgentError(str(exc)) from None
+        root, notebook = self.root, self.notebook
+        model = model or self.config.model
+        emit = on_event or (lambda e: None)
+        if not self.started:
+            self.start()
+            if self.lost:
+                emit(Notice(restart.notice(list(self.lost)), kind="warning"))
+        notes = self.notes(memory)
+        memories = self.memories(model) if (self.config.memory if memory is None else memory) else None
+        provenance = {"sessionId": self.session.id, "notebook": str(notebook) if notebook else None,
+                      "cell": getattr(self.shell, "execution_count", None), "gitCommit": git_commit(root)}
+        if memories is not None:
+            memories.provenance = provenance
+        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose,
+                          extras={"tasks": self.tasks, "notes": notes, "memories": memories,
+                                  "provenance": provenance})
         approval = self.config.approval
         # memory is read once, at the start of the turn; the task list is re-read on every step
         boot = [block for block in (notes.render_boot() if notes else "",
                                     memories.prompt_block() if memories else "") if block]
         tasks = self.tasks
+        # what changed since the last turn: variables lost to a kernel restart (first turn after a
+        # resume only), and cells edited or run outside the agent
+        tell_lost, self._tell_lost = self._tell_lost, False
+        before = self.session.cells
+        now = cell_changes.fingerprint(notebook)
+        changed = cell_changes.block(before, now) if before is not None else ""
+
+        def lost_block() -> str:
+            return restart.prompt_block(self.lost_now()) if tell_lost else ""
 
         def system() -> str:
             return build_system_prompt(root=str(root), notebook=str(notebook) if notebook else None,
                                        approval=approval, agent=variant, variant_prompt=str(spec.get("prompt", "")),
-                                       blocks=[lambda: "\n".join(boot), tasks.render_prompt_block])
+                                       blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block,
+                                               lambda: changed])
 
-        if not self.started:
-            self.start()
         self.history().append(prompt)
         if not keep_abort:
             self.abort.clear()
@@ -198,11 +291,30 @@ class Agent:
             options.approver = approver
         if runner is not None:
             options.runner = runner
+        budget = self.config.budget_usd
+        if budget is not None:
+            if price_of(model) is None:
+                if not self._budget_warned:
+                    self._budget_warned = True
+                    emit(Notice(f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
+                                "the budget cannot be checked; turns are not stopped by it", kind="warning"))
+            else:
+                options.budget_usd = float(budget)
         effort = spec.get("reasoning_effort")
         turn = Turn(self.session, self.provider(model, str(effort) if effort else None), self._tools, ctx, system,
-                    options,
-                    on_event=on_event or (lambda e: None), abort=self.abort)
-        return turn.run(prompt)
+                    options, on_event=emit, abort=self.abort)
+        try:
+            return turn.run(prompt)
+        finally:
+            self._snapshot_cells(notebook)
+
+    def _snapshot_cells(self, notebook: Path | None) -> None:
+        """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
+        rows = cell_changes.fingerprint(notebook)
+        if rows is not None and rows != self.session.cells:
+            self.session.cells = rows
+            if self.session.messages:
+                self.session.changed()
 
 
 class TextView:

@@ -22,6 +22,7 @@ HELP = """slash commands:
   /resume ID      resume a session by id or unique prefix
   /save           write the session record now
   /cost           tokens and cost of this session
+  /rebuild        re-run the recorded code of variables a kernel restart lost
   /history        this project's prompt history
   /help           this list"""
 
@@ -91,7 +92,13 @@ def _save(agent: Agent, arg: str) -> str:
 def _cost(agent: Agent, arg: str) -> str:
     u = agent.session.usage
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else f"unknown (no price for {agent.config.model})"
-    return f"session {agent.session.id[:8]}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, cost {cost}"
+    meter = agent.budget_meter()
+    return (f"session {agent.session.id[:8]}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
+            f"cost {cost}" + (f" ({meter})" if meter else ""))
+
+
+def _rebuild(agent: Agent, arg: str) -> str:
+    return agent.rebuild()
 
 
 def _history(agent: Agent, arg: str) -> str:
@@ -106,7 +113,7 @@ def _help(agent: Agent, arg: str) -> str:
 
 COMMANDS: dict[str, Callable[[Agent, str], str]] = {
     "/todos": _todos, "/notes": _notes, "/memory": _memory, "/compact": _compact, "/clear": _clear,
-    "/sessions": _sessions, "/resume": _resume, "/save": _save, "/cost": _cost, "/history": _history,
+    "/sessions": _sessions, "/resume": _resume, "/save": _save, "/cost": _cost, "/rebuild": _rebuild, "/history": _history,
     "/help": _help,
 }
 

@@ -89,7 +89,7 @@ class Notice:
 
 @dataclass
 class TurnEnd:
-    """The turn is over. ``reason`` is one of answered | max_steps | aborted | error."""
+    """The turn is over. ``reason`` is one of answered | max_steps | aborted | error | waiting | budget."""
 
     reason: str
     usage: Usage

@@ -13,10 +13,12 @@ changes; every other byte of the index is preserved.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 from . import paths, storage
 
@@ -31,6 +33,8 @@ INDEX_HEADER = (
 )
 NO_MEMORIES = "No memories stored yet."
 NO_INDEX = "Stored memories (no index yet):\n"
+#: per scope folder: name -> {sessionId, notebook, cell, gitCommit, writtenAt} of the last write
+PROVENANCE = ".provenance.json"
 
 #: a managed line (``- **name** · …``), a legacy ``- **name**: desc`` line, or a bare ``- **name**``
 INDEX_LINE = re.compile(r"\A- \*\*(.+?)\*\*[ \t]*(?:[·•].*|:.*)?\Z")
@@ -172,6 +176,36 @@ def update_index(dir_: Path, change: Callable[[str | None], str | None]) -> None
             storage.write_atomic(index, new)
 
 
+def read_provenance(dir_: Path) -> dict[str, Any]:
+    """The scope folder's provenance sidecar; {} when missing or unreadable."""
+    try:
+        data = json.loads((dir_ / PROVENANCE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def record_provenance(dir_: Path, name: str, source: dict[str, Any] | None) -> None:
+    """Note where the write of ``name`` came from in ``<dir>/.provenance.json`` (read-modify-write
+    under the index lock; an unreadable sidecar is replaced). Nothing is written without a source
+    (the CLI, bundles). Never raises: provenance is a hint."""
+    from .ids import now_iso
+
+    if not source:
+        return
+
+    entry = {k: (source or {}).get(k) for k in ("sessionId", "notebook", "cell", "gitCommit")}
+    entry["writtenAt"] = now_iso()
+    try:
+        dir_.mkdir(parents=True, exist_ok=True)
+        with storage.locked(dir_ / ".index"):
+            data = read_provenance(dir_)
+            data[name] = entry
+            storage.write_atomic(dir_ / PROVENANCE, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    except OSError:
+        pass
+
+
 def _is_overlay_file(path: Path) -> bool:
     m = _OVERLAY_NAME.search(path.name)
     return bool(m) and (path.parent / (path.name[: m.start()] + ".md")).exists()
@@ -198,6 +232,13 @@ class MemoryStore:
         self.project_dir = Path(project_dir)
         self.model = model
         self.muted: list[str] = normalize_mute_list(muted)
+        #: where writes come from ({sessionId, notebook, cell, gitCommit}); set by the agent per turn
+        self.provenance: dict[str, Any] | None = None
+
+    def provenance_of(self, name: str, scope: str) -> dict[str, Any] | None:
+        """The recorded provenance of the last write of ``name`` in ``scope``, if any."""
+        entry = read_provenance(self.dir_for(scope)).get(name)
+        return entry if isinstance(entry, dict) else None
 
     @classmethod
     def for_project(cls, root: Path, model: str | None = None, muted: Iterable[str] | None = None) -> MemoryStore:
@@ -327,6 +368,7 @@ class MemoryStore:
             if desc and name != INDEX and not current_model_only and path.is_file():
                 size = path.stat().st_size
                 update_index(dir_, lambda c: upsert_index_text(c, name, resolved, size, desc))
+                record_provenance(dir_, name, self.provenance)
                 return (f"Memory '{name}' description updated in {resolved} scope (file unchanged: {path})."
                         " Index line refreshed automatically.")
             return "Error: content is required"
@@ -345,6 +387,7 @@ class MemoryStore:
                         "then write the overlay.")
             overlay = dir_ / f"{name}.{key}.md"
             storage.write_atomic(overlay, body)
+            record_provenance(dir_, f"{name}.{key}", self.provenance)
             size = len(body.encode("utf-8"))
             return (f"Model overlay '{name}' for {key} saved to {resolved} scope ({size} bytes). "
                     f"File written: {overlay}")
@@ -356,6 +399,7 @@ class MemoryStore:
         dir_.mkdir(parents=True, exist_ok=True)
         storage.write_atomic(path, body)
         update_index(dir_, lambda c: upsert_index_text(c, name, resolved, size, desc))
+        record_provenance(dir_, name, self.provenance)
         return (f"Memory '{name}' saved to {resolved} scope ({size} bytes). File written: {path}"
                 " Index line refreshed automatically.")
 

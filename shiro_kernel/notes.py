@@ -195,11 +195,18 @@ class NoteStore:
         return "\n".join(["", *BOOT_HEADER, *(f"- ({e['kind']}) {e['text']}" for e in ranked[:limit])])
 
     def format_list(self) -> str:
-        """``/notes``: newest first, ``(<kind>) <text>`` plus ``  [recalled <h>x]`` when recalled."""
+        """``/notes``: newest first, ``(<kind>) <text>`` plus ``  [recalled <h>x]`` when recalled, and
+        under a note with provenance one line saying where it came from (:func:`source_line`)."""
         entries = self.entries()
         if not entries:
             return EMPTY_LIST
-        return "\n".join(list_line(e) for e in reversed(entries))
+        lines: list[str] = []
+        for e in reversed(entries):
+            lines.append(list_line(e))
+            origin = source_line(e.get("source"))
+            if origin:
+                lines.append(origin)
+        return "\n".join(lines)
 
     def stale(self, days: int = STALE_DAYS, now: datetime | None = None) -> list[dict[str, Any]]:
         """Notes not confirmed (last recalled, else created) in ``days`` days, oldest first."""
@@ -256,6 +263,28 @@ class NoteStore:
 
         after = self._update(change)
         return f"memory compacted: {before} entries into {after}"
+
+
+def source_line(source: Any) -> str:
+    """``  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d``: session (8), notebook file name and
+    cell (execution count), git commit (7); '' when nothing is known."""
+    if not isinstance(source, dict):
+        return ""
+    bits: list[str] = []
+    sid = source.get("sessionId")
+    if isinstance(sid, str) and sid:
+        bits.append(sid[:8])
+    notebook = source.get("notebook")
+    cell = source.get("cell")
+    where = Path(notebook).name if isinstance(notebook, str) and notebook else ""
+    if isinstance(cell, int) and not isinstance(cell, bool):
+        where = f"{where} cell {cell}".strip()
+    if where:
+        bits.append(where)
+    commit = source.get("gitCommit")
+    if isinstance(commit, str) and commit:
+        bits.append(commit[:7])
+    return f"  — from {' · '.join(bits)}" if bits else ""
 
 
 def list_line(e: dict[str, Any]) -> str:

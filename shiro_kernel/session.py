@@ -26,6 +26,8 @@ class Session:
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
     #: tools the user allowed for the rest of this session with "Always"
     always_allowed: set[str] = field(default_factory=set)
+    #: the notebook's cell fingerprint at the end of the last turn (``cells.fingerprint``), None before
+    cells: list[dict[str, Any]] | None = None
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
 
     def append(self, message: Message) -> None:

@@ -4,7 +4,8 @@ A record is the seed's JSON (2-space indent)::
 
     {"id", "createdAt", "updatedAt", "cwd", "provider": "openai", "model", "title",
      "inputTokens", "outputTokens", "costUsd" (omitted when unpriced),
-     "notebook": {"todos": [...]}, "notebookPath", "messages": [...]}
+     "notebook": {"todos": [...]}, "notebookPath", "cells" (the notebook's cell fingerprint at the end
+     of the last turn; omitted before the first), "messages": [...]}
 
 A session with no messages is never written. A corrupt record is skipped by every listing, is never
 loaded, and is never overwritten: saving over it first moves it aside (``storage.quarantine``).
@@ -117,6 +118,8 @@ def session_to_record(session: Session, model: str, *, updated_at: str | None = 
         record["costUsd"] = session.usage.cost_usd
     record["notebook"] = {"todos": tasks_of(session).state()}
     record["notebookPath"] = None if session.notebook_path is None else str(session.notebook_path)
+    if session.cells is not None:
+        record["cells"] = list(session.cells)
     record["messages"] = messages_to_json(messages)
     return record
 
@@ -145,6 +148,9 @@ def session_from_record(record: dict[str, Any]) -> Session:
     )
     notebook = record.get("notebook")
     tasks_of(session).restore(notebook.get("todos") if isinstance(notebook, dict) else None)
+    from .cells import valid
+
+    session.cells = valid(record.get("cells"))
     return session
 
 

@@ -63,6 +63,7 @@ INLINE_RETRY_NOTICE = ("The provider no longer had part of this session stored. 
                        "Re-sent the history inline and carried on.")
 COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
 REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
+BUDGET_REACHED = "budget reached: {spent} of {budget} spent — raise it with %config Shiro.budget_usd = {suggest}"
 ITEM_NOT_FOUND = re.compile(r"item with id '[^']*' not found", re.I)
 
 
@@ -75,6 +76,8 @@ class TurnOptions:
     runner: Runner | None = None  # None: run tools inline on this thread
     compact_threshold: int = DEFAULT_THRESHOLD  # estimated tokens; above it the wire copy is pruned
     store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
+    #: the session's spend limit in USD (None: no limit, or the model is unpriced and it cannot be checked)
+    budget_usd: float | None = None
 
 
 @dataclass
@@ -115,14 +118,20 @@ class Turn:
         if prompt:
             self.session.append(Message.user(prompt))
         specs = [t.spec() for t in self.tools.values()]
+        last_cost = 0.0  # the previous step's cost: the estimate of the next one
         for step in range(1, self.options.max_steps + 1):
             if self.abort.is_set():
                 return TurnEnd("aborted", self.usage)
+            over = self._over_budget(last_cost)
+            if over is not None:
+                self.on_event(Notice(over, kind="warning"))
+                return TurnEnd("budget", self.usage)
             self.on_event(StepStart(step))
             done, error = self._call_model(specs)
             if done is not None:
                 if done.message.parts:
                     self.session.append(done.message)
+                last_cost = done.usage.cost_usd or 0.0
                 self.usage = self.usage + done.usage
                 self.session.add_usage(done.usage)
             if error is not None:
@@ -140,6 +149,17 @@ class Turn:
         self.on_event(Notice(f"stopped after {self.options.max_steps} steps (Shiro.max_steps); "
                              "send another prompt to let it continue", kind="warning"))
         return TurnEnd("max_steps", self.usage)
+
+    def _over_budget(self, next_cost: float) -> str | None:
+        """The one line that stops the turn when the session's spend has reached the budget, or the
+        next step (estimated as the previous one's cost) would pass it; else None."""
+        budget = self.options.budget_usd
+        if budget is None:
+            return None
+        spent = self.session.usage.cost_usd or 0.0
+        if spent >= budget or spent + next_cost > budget:
+            return budget_message(spent, budget)
+        return None
 
     # -- one model call ----------------------------------------------------------------------------
     def _store(self) -> bool:
@@ -255,6 +275,28 @@ class Turn:
         if missing:
             self.session.append(Message("tool", [
                 ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing]))
+
+
+def money(value: float) -> str:
+    """``$0.0123`` — four decimals, the precision of the footer."""
+    return f"${value:.4f}"
+
+
+def budget_money(value: float) -> str:
+    """A budget in dollars: ``$0.50``; amounts below a cent keep their digits (``$0.002``)."""
+    if abs(value * 100 - round(value * 100)) < 1e-9:
+        return f"${value:.2f}"
+    return "$" + budget_amount(value)
+
+
+def budget_amount(value: float) -> str:
+    """A budget as typed in ``%config``: ``0.5``, ``1``, ``0.002``."""
+    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
+
+
+def budget_message(spent: float, budget: float) -> str:
+    return BUDGET_REACHED.format(spent=money(spent), budget=budget_money(budget),
+                                 suggest=budget_amount(budget * 2 if budget > 0 else 1.0))
 
 
 def pending_calls(messages: list[Message]) -> list[ToolCallPart]:

@@ -73,6 +73,8 @@ class PromptBody extends Widget {
 
   setHistory(entries: string[]): void {
     this.walker.setEntries(entries);
+    // the history arrives from the kernel after the box opens (a busy kernel answers late)
+    this.textarea.dataset.historyLoaded = String(entries.length);
   }
 
   getValue(): string {

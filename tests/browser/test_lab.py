@@ -118,6 +118,7 @@ def test_live_turn_streams_asks_approval_and_ends_in_the_static_bundle(lab: Lab,
     # the final static bundle replaces the live view (update_display_data of its display id)
     turn = out.locator(".jp-RenderedShiroTurn")
     turn.wait_for(timeout=30_000)
+    turn.get_by_text("The answer is 42.").wait_for(timeout=30_000)  # Markdown renders asynchronously
     text = " ".join(turn.inner_text().split())
     assert "The answer is 42." in text and "python(answer = 6 * 7 answer) · ok" in text
     assert turn.locator("pre.shiro-tasks").inner_text().splitlines()[0] == BAR
@@ -155,6 +156,8 @@ def test_shiro_ask_inserts_and_runs_a_cell_with_history(lab: Lab, page: Any) -> 
     page.keyboard.press("Escape")
     page.keyboard.press("Alt+i")
     box.wait_for(timeout=10_000)
+    # the kernel answers the history request once it is free (it may still be finishing the turn)
+    page.wait_for_selector(".jp-Dialog textarea[data-history-loaded]", timeout=30_000)
     box.fill("my draft")
     box.press("Home")
     box.press("ArrowUp")
