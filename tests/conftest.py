@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -49,3 +49,25 @@ def fake_openai() -> Iterator[FakeOpenAI]:
         problems += ["request body failed OpenAPI validation: " + e for e in fake.validation_errors]
     if problems:
         pytest.fail("FakeOpenAI:\n  " + "\n  ".join(problems), pytrace=False)
+
+
+# --- an in-process IPython shell with the extension loaded ----------------------------------------
+
+
+@pytest.fixture
+def shiro_shell(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI, tmp_path: Path) -> Iterator[Any]:
+    """``InteractiveShell`` with ``%load_ext shiro_kernel``, pointed at the fake server (key
+    ``sk-test-shell``, model gpt-4o-mini), working in a temp folder."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shell")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
+    monkeypatch.chdir(tmp_path)
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance()
+    shell.run_cell("%load_ext shiro_kernel")
+    yield shell
+    shell.run_cell("%unload_ext shiro_kernel")
+    InteractiveShell.clear_instance()

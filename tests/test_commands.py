@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from fakeopenai import Call, Reply
 
 
 @pytest.fixture
-def shell(monkeypatch, fake_openai, tmp_path):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-commands")
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
-    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
-    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
-    monkeypatch.chdir(tmp_path)
-    InteractiveShell.clear_instance()
-    sh = InteractiveShell.instance()
-    sh.run_cell("%load_ext shiro_kernel")
-    yield sh
-    sh.run_cell("%unload_ext shiro_kernel")
-    InteractiveShell.clear_instance()
+def shell(shiro_shell):
+    return shiro_shell
 
 
 def run(shell, source: str) -> str:
