@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import cells as cell_changes
-from . import restart
+from . import restart, rules
 from .config import Shiro, agent_variant
 from .events import Done, Error, Event, Notice, TurnEnd
 from .history import PromptHistory
@@ -134,6 +134,14 @@ class Agent:
         return restart.notice(list(self.lost))
 
     def _with_restart_notice(self, line: str) -> str:
+        # the request validator also runs on resume: a record written by an older version, edited by
+        # hand or cut short by a crash is repaired once, here, and the user is told what changed
+        fixed, repairs = rules.check_and_repair(self.session.messages, store=self.config.store)
+        shown = rules.notable(repairs)
+        if shown:
+            self.session.messages[:] = fixed
+            self.session.changed()
+            line += "\nrepaired the resumed history: " + "; ".join(shown)
         notice = self._check_restart()
         return f"{line}\n{notice}" if notice else line
 

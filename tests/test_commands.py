@@ -118,3 +118,20 @@ def test_agent_variants_deep_custom_and_unknown(shell, fake_openai):
     out = run(shell, "%shiro --agent wizard hi")
     assert "unknown agent variant 'wizard'; known: deep, default, terse" in out
     assert len(fake_openai.requests) == 3  # nothing was sent for the unknown variant
+
+
+def test_the_validator_repairs_a_resumed_history_once(shell, fake_openai):
+    from shiro_kernel.session import Session
+    from shiro_kernel.sessions import SessionStore
+    from shiro_kernel.transcript import Message, TextPart, ToolResultPart
+
+    broken = Session(messages=[Message.user("old work"),
+                               Message("tool", [ToolResultPart("call_gone", "python", "1")]),
+                               Message("assistant", [TextPart("ok")])])
+    SessionStore().save(broken, model="gpt-4o-mini")
+    out = run(shell, f"%shiro -r {broken.id}")
+    assert "repaired the resumed history: dropped a tool result whose call is missing (python, call_gone)" in out
+    assert [m.role for m in agent(shell).session.messages] == ["user", "assistant"]
+    fake_openai.enqueue(Reply(text="fine"))
+    run(shell, "%shiro carry on")
+    assert fake_openai.requests[-1].status == 200
