@@ -23,7 +23,7 @@ from shiro_kernel.provider import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.sessions import Autosaver, SessionStore
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
-from shiro_kernel.transcript import Message, TextPart, ToolCallPart
+from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.turn import Turn, TurnOptions, pending_calls
 
 KEY = "sk-fault-SUITE-key-must-never-be-written-7f3a9c"
@@ -176,8 +176,7 @@ def test_history_rule_breaks_are_repaired_before_sending(monkeypatch, fake_opena
     """Histories that would earn each real 400/404 are repaired by the validator or the 404 retry."""
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     broken = {
-        "result without its call": [Message.user("q"), Message("tool", [
-            __import__("shiro_kernel.transcript", fromlist=["ToolResultPart"]).ToolResultPart("call_x", "python", "1")])],
+        "result without its call": [Message.user("q"), Message("tool", [ToolResultPart("call_x", "python", "1")])],
         "call without its result": [Message.user("q"), Message("assistant", [ToolCallPart("call_y", "python", "{}")]),
                                     Message.user("next")],
         "message without its reasoning": [Message.user("q"), Message("assistant", [
