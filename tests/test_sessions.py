@@ -337,7 +337,7 @@ def test_autosave_burst_writes_a_handful_of_times_off_thread() -> None:
     while saver.writes == 0 and time.monotonic() < deadline:
         time.sleep(0.02)
     time.sleep(0.5)
-    assert 1 <= saver.writes <= 3
+    assert saver.writes in (1, 2, 3)  # a handful of writes for 201 changes, not 201
     assert threading.get_ident() not in store.threads
     loaded = store.load(s.id)
     assert loaded is not None and len(loaded.messages) == 201
