@@ -49,6 +49,9 @@ INDEX_VERSION = 2
 LIST_LIMIT = 15
 TITLE_LIMIT = 60
 AUTOSAVE_DELAY = 0.4
+#: a long tool loop keeps restarting the debounce; past this many seconds of changes it writes anyway,
+#: so a kernel that dies mid-turn loses at most this much of the turn
+AUTOSAVE_MAX_WAIT = 5.0
 #: a folder unchanged for this long gets a newer mtime on any change, whatever the timestamp granularity
 _SETTLED_NS = 2_000_000_000
 
@@ -482,6 +485,8 @@ class Autosaver:
         self.session = session
         self.model_getter = model_getter
         self.delay = delay
+        self.max_wait = AUTOSAVE_MAX_WAIT
+        self._first_change = 0.0
         self.writes = 0
         self.last_error: BaseException | None = None
         self._timer: threading.Timer | None = None
@@ -504,9 +509,13 @@ class Autosaver:
         if self._closed:
             return
         with self._lock:
-            self._deadline = time.monotonic() + self.delay
+            now = time.monotonic()
             if self._timer is None:
+                self._first_change = now
+                self._deadline = now + self.delay
                 self._start(self.delay)
+            else:
+                self._deadline = min(now + self.delay, self._first_change + self.max_wait)
 
     def _start(self, seconds: float) -> None:
         timer = threading.Timer(seconds, self._fire)

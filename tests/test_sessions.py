@@ -440,3 +440,21 @@ def test_settled_folder_is_not_listed_again_until_it_changes(store: SessionStore
     b = make_session("b")  # written behind the index's back: the folder's mtime moves
     storage.write_json(store.root / f"{b.id}.json", session_to_record(b, "m"))
     assert {r.id for r in reader.list()} == {a.id, b.id}
+
+
+def test_a_long_burst_of_changes_still_writes_every_max_wait(tmp_path):
+    """The debounce restarts on every change, but a turn that changes the history for longer than
+    ``max_wait`` is written meanwhile: a kernel dying mid-turn loses at most that much."""
+    store = SessionStore(tmp_path / "sessions")
+    s = Session()
+    saver = Autosaver(store, s, lambda: "gpt-5", delay=0.2, at_exit=False)
+    saver.max_wait = 0.5
+    s.append(Message.user("start"))
+    deadline = time.monotonic() + 1.6
+    while time.monotonic() < deadline:  # a change every 50 ms: the 200 ms debounce alone never fires
+        s.append(Message("assistant", [TextPart("step")]))
+        time.sleep(0.05)
+    written_during = saver.writes
+    saver.close()
+    assert written_during >= 2  # about one write per 0.5 s of continuous changes
+    assert store.load(s.id) is not None and len(store.load(s.id).messages) == len(s.messages)
