@@ -106,7 +106,7 @@ def main() -> None:
 
     rows = [
         (f"list(15), new store ({n:,} records)", f"{cold_list:.1f} ms"),
-        (f"resolve(prefix), new store", f"{cold_resolve:.1f} ms"),
+        ("resolve(prefix), new store", f"{cold_resolve:.1f} ms"),
         ("list(15), warm store", f"{warm_list:.1f} ms"),
         ("resolve(prefix), warm store", f"{warm_resolve:.1f} ms"),
         ("list(15), warm store, folder settled (>2 s)", f"{settled_list:.2f} ms"),

@@ -26,7 +26,7 @@ from .prompt import build_system_prompt
 from .provider import Provider, ProviderSettings
 from .render import TURN_MIME, Throttle, TurnLog, to_bundle_json, to_html, to_markdown, to_text
 from .session import Session
-from .sessions import Ambiguous, Autosaver, SessionStore, not_found_message, resumed_line, saved_line, tasks_of
+from .sessions import Ambiguous, Autosaver, SessionStore, not_found_message, resume_hint, resumed_line, tasks_of
 from .tasks import TaskList
 from .tools import ToolContext, all_tools
 from .transcript import Message, ToolCallPart
@@ -204,9 +204,7 @@ class Agent:
     def footer(self) -> str:
         meter = self.budget_meter()
         tail = f" · {meter}" if meter else ""
-        if not self.session.messages:
-            return "nothing saved yet" + tail
-        return f"{saved_line(self.session)} · resume: %shiro -c or %shiro -r {self.session.id[:8]}{tail}"
+        return resume_hint(self.session) + tail
 
     def budget_meter(self) -> str:
         """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""

@@ -297,11 +297,3 @@ def _close(stream: Any) -> None:
             close()
         except Exception:  # closing a broken stream may itself fail; nothing to do about it
             pass
-
-
-def usage_total(events: list[ProviderEvent]) -> Usage:
-    total = Usage()
-    for ev in events:
-        if isinstance(ev, Done):
-            total = total + ev.usage
-    return total

@@ -624,17 +624,11 @@ def saved_line(session: Session) -> str:
 
 
 def resume_hint(session: Session) -> str:
-    """The seed's farewell as the turn footer: what is saved and the exact magics to resume it.
-    Never the full id; every line within 80 characters; an empty session says so instead."""
+    """The seed's farewell as the one-line turn footer: what is saved and the exact magics to resume
+    it, never the full id; an empty session says so instead of naming a command that finds nothing."""
     if not session.messages:
         return "Nothing to save from this session."
-    return "\n".join([
-        saved_line(session),
-        "",
-        "Resume it with:",
-        "  %shiro -c                   newest session of this notebook",
-        f"  %shiro -r {session.id[:8]}          this session by id",
-    ])
+    return f"{saved_line(session)} · resume: %shiro -c or %shiro -r {session.id[:8]}"
 
 
 def _short(text: str, limit: int) -> str:

@@ -17,13 +17,12 @@ Replay rules (Responses API):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
 from .events import ReasoningDelta, TextDelta, Usage
 from .pricing import cost_usd
-from .transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -305,11 +304,9 @@ class ChatStream:
         return Message("assistant", parts), chat_usage(self.model, self.usage)
 
 
-def dumps(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 __all__ = [
-    "ChatStream", "ResponsesStream", "ToolResultPart", "chat_messages", "chat_tools", "parse_chat_completion",
+    "ChatStream", "ResponsesStream", "chat_messages", "chat_tools", "parse_chat_completion",
     "parse_response", "parts_from_output_item", "responses_input", "responses_tools",
 ]

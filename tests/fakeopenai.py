@@ -108,7 +108,8 @@ class Fault:
     """A scripted failure, used as a queue item.  Build it with the classmethods."""
 
     kind: str  # "error" | "cut" | "malformed" | "delay"
-    status: int = 200
+    # named http_status: a field called `status` would be shadowed by the `status()` builder below
+    http_status: int = 200
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     after_events: int | None = 0
@@ -127,7 +128,7 @@ class Fault:
         headers: dict[str, str] | None = None,
     ) -> "Fault":
         """Answer once with ``status`` and the real error body shape."""
-        return cls("error", status=status, body=_error_body(message, type, param, code), headers=dict(headers or {}))
+        return cls("error", http_status=status, body=_error_body(message, type, param, code), headers=dict(headers or {}))
 
     @classmethod
     def status(cls, status: int, message: str | None = None, *, retry_after: float = 0.01) -> "Fault":
@@ -157,7 +158,7 @@ class Fault:
             body = _error_body(msg, "server_error", None, None)
         else:
             body = _error_body(message or f"Error {status}", "invalid_request_error", None, None)
-        return cls("error", status=status, body=body, headers=headers)
+        return cls("error", http_status=status, body=body, headers=headers)
 
     @classmethod
     def cut(cls, after_events: int = 0) -> "Fault":
@@ -715,7 +716,7 @@ class FakeOpenAI:
             item = item(rec)
         if isinstance(item, Fault):
             if item.kind == "error":
-                self._send_json(h, rec, item.status, item.body or {}, item.headers)
+                self._send_json(h, rec, item.http_status, item.body or {}, item.headers)
                 return
             if item.kind == "delay":
                 self._stopping.wait(item.seconds)

@@ -72,7 +72,7 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     monkeypatch.chdir(tmp_path)
     config = Shiro(model="gpt-4o", budget_usd=0.5)
     agent = Agent(None, config)
-    assert agent.footer() == "nothing saved yet · $0.0000 of $0.50 budget"
+    assert agent.footer() == "Nothing to save from this session. · $0.0000 of $0.50 budget"
     agent.session.usage = Usage(10, 10, 0.0123)
     assert "$0.0123 of $0.50 budget" in agent.footer()
     from shiro_kernel.commands import run as command

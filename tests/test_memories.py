@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shiro_kernel import memories, paths
+from shiro_kernel import paths
 from shiro_kernel.memories import MemoryStore, filter_index, key_for, normalize_mute, normalize_mute_list
 from shiro_kernel.tools import run_tool
 from shiro_kernel.tools.base import ToolContext

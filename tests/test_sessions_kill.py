@@ -18,7 +18,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import pytest
 
 from shiro_kernel.session import Session
 from shiro_kernel.sessions import SessionStore

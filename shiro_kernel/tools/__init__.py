@@ -4,7 +4,6 @@ line in ``_MODULES`` below."""
 from __future__ import annotations
 
 import importlib
-import json
 from typing import Any
 
 from ..transcript import ToolCallPart, ToolResultPart
@@ -71,8 +70,3 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
         raise
     except Exception as exc:  # a tool's bug must not end the turn
         return result(f"Error: {type(exc).__name__}: {exc}", True)
-
-
-def tool_specs(tools: dict[str, Tool]) -> str:
-    """The tool specs as JSON text (for debugging and the docs)."""
-    return json.dumps([t.spec() for t in tools.values()], indent=2)

@@ -7,7 +7,6 @@ enqueues replies on. Screenshots go to test-artifacts/.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
