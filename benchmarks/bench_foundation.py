@@ -25,8 +25,8 @@ os.environ.setdefault("IPYTHONDIR", tempfile.mkdtemp())
 
 from fakeopenai import FakeOpenAI, Reply  # noqa: E402
 
-from shiro_kernel import wire  # noqa: E402
-from shiro_kernel.provider import Provider, ProviderSettings  # noqa: E402
+from shiro_kernel.provider import wire
+from shiro_kernel.provider.client import Provider, ProviderSettings  # noqa: E402
 from shiro_kernel.session import Session  # noqa: E402
 from shiro_kernel.tools import ToolContext, all_tools  # noqa: E402
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart  # noqa: E402

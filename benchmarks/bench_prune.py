@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shiro_kernel import rules  # noqa: E402
-from shiro_kernel.prune import TokenMeter, estimate_tokens, prune_to_fit  # noqa: E402
+from shiro_kernel.context import rules
+from shiro_kernel.context.prune import TokenMeter, estimate_tokens, prune_to_fit  # noqa: E402
 from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart  # noqa: E402
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 os.environ["SHIRO_HOME"] = tempfile.mkdtemp(prefix="shiro-bench-")
 
 from shiro_kernel.session import Session  # noqa: E402
-from shiro_kernel.sessions import Autosaver, SessionStore  # noqa: E402
+from shiro_kernel.store.sessions import Autosaver, SessionStore  # noqa: E402
 from shiro_kernel.transcript import Message, TextPart  # noqa: E402
 
 

@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_widgets.py
 
 The full live path minus the network: a worker thread emits 5,000 ``TextDelta`` events (flat out, and
-paced at ~2,500 tokens/s like a fast model) through the :class:`~shiro_kernel.live.Inbox` into a real
-asyncio loop on the main thread, where a :class:`~shiro_kernel.widgets.TurnView` folds them in and
+paced at ~2,500 tokens/s like a fast model) through the :class:`~shiro_kernel.ui.live.Inbox` into a real
+asyncio loop on the main thread, where a :class:`~shiro_kernel.ui.widgets.TurnView` folds them in and
 redraws (``Throttle(1/30)``). Every comm message a frontend would receive is counted with a recording
 comm. Also reported: the cost of one redraw late in the answer, and the main thread's busy fraction.
 """
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import comm  # noqa: E402
 
 from shiro_kernel.events import TextDelta, TurnEnd, Usage  # noqa: E402
-from shiro_kernel.live import Inbox  # noqa: E402
+from shiro_kernel.ui.live import Inbox  # noqa: E402
 
 SENT: list = []
 
@@ -45,7 +45,7 @@ class RecordingComm:
 
 comm.create_comm = RecordingComm  # type: ignore[assignment]
 
-from shiro_kernel.widgets import TurnView  # noqa: E402
+from shiro_kernel.ui.widgets import TurnView  # noqa: E402
 
 WORDS = "the mean of df.x is **2.0**; grouping by `region` shows the north leads |".split()
 

@@ -1,40 +1,45 @@
 """The agent of one kernel: settings, the session and its record, the project's stores, and turns.
 
-The magics call :meth:`Agent.start` (which session), :meth:`Agent.ask` (a turn) and
-:func:`shiro_kernel.commands.run` (slash commands); everything here runs without a kernel too (a
-plain ``InteractiveShell`` or ``shell=None``), which is how it is tested.
+The magic calls :meth:`Agent.start` (which session), :meth:`Agent.ask` (a turn) and
+:func:`shiro_kernel.commands.run` (slash commands). Nothing here draws anything: a turn reports
+through events, and the views in :mod:`shiro_kernel.ui` draw them. Everything runs without a kernel
+too (a plain ``InteractiveShell`` or ``shell=None``), which is how it is tested.
+
+Failures are exceptions from :mod:`shiro_kernel.errors`; the magic and the commands turn them into
+one line for the user.
 """
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import cells as cell_changes
-from . import restart, rules
 from .config import Shiro, agent_variant
+from .context import cells as cell_changes
+from .context import restart, rules
+from .context.prompt import build_system_prompt
+from .errors import CorruptFile, ProviderError, RequestError, StoreError
 from .events import Done, Error, Event, Notice, TurnEnd
-from .history import PromptHistory
-from .memories import MemoryStore, normalize_mute_list
-from .notes import NoteStore
-from .paths import git_commit, home, notebook_path, project_root
-from .pricing import price_of
-from .prompt import build_system_prompt
+from .memory.named import MemoryStore, normalize_mute_list
+from .memory.notes import NoteStore
 from .provider import Provider, ProviderSettings
-from .render import TURN_MIME, Throttle, TurnLog, to_bundle_json, to_html, to_markdown, to_text
+from .provider.pricing import price_of
 from .session import Session
-from .sessions import Ambiguous, Autosaver, SessionStore, not_found_message, resume_hint, resumed_line, tasks_of
+from .store.autosave import Autosaver
+from .store.history import PromptHistory
+from .store.ids import short_id
+from .store.paths import git_commit, home, notebook_path, project_root
+from .store.sessions import SessionStore
 from .tasks import TaskList
-from .tools import ToolContext, all_tools
-from .transcript import Message, ToolCallPart
-from .turn import HEADLESS_DENIAL, READ_ONLY_DENIAL, Turn, TurnOptions, budget_money, money
+from .tools import Tool, ToolContext, all_tools
+from .transcript import Message
+from .turn import Turn, TurnOptions, budget_money, money
+from .ui.session_text import resume_hint, resumed_line
 
-
-class AgentError(Exception):
-    """A user-facing problem with a request (unknown session, ...): one sentence."""
+SAVE_FAILED = ("could not save the session: {why}. The conversation is kept in this kernel; free some space or "
+               "point SHIRO_HOME at a writable folder, then run %shiro /save")
 
 
 class Agent:
@@ -43,19 +48,27 @@ class Agent:
         self.config = config or Shiro(parent=shell)
         self.store = SessionStore(home() / "sessions")
         self.session = Session(notebook_path=self._notebook_str())
-        self.autosaver = Autosaver(self.store, self.session, lambda: self.config.model)
+        self.save_error: StoreError | None = None  # the last autosave failure, until a write succeeds
+        self.autosaver = self._autosaver(self.session)
         self.started = False  # has this kernel chosen its session yet?
         self.muted: list[str] = normalize_mute_list(self.config.mute)
+        #: ``--no-memory`` / ``--memory`` for this kernel's session; None: ``Shiro.memory`` decides
+        self.memory_on: bool | None = None
         self._provider: Provider | None = None
         self._provider_key: tuple[Any, ...] | None = None
-        self._tools = all_tools()
+        self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
-        self.live: Any = None  # the LiveController (background turns and the prompt queue), made by the magic
         #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
         #: told to the model on the first turn after the resume
         self.lost: dict[str, str] = {}
         self._tell_lost = False
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
+
+    def _autosaver(self, session: Session) -> Autosaver:
+        def failed(exc: StoreError) -> None:
+            self.save_error = exc
+
+        return Autosaver(self.store, session, lambda: self.session.model or self.config.model, on_error=failed)
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -72,13 +85,24 @@ class Agent:
 
     @property
     def tasks(self) -> TaskList:
-        return tasks_of(self.session)
+        return self.session.tasks
 
     def history(self) -> PromptHistory:
         return PromptHistory.for_project(self.root)
 
+    def memory_enabled(self) -> bool:
+        return self.config.memory if self.memory_on is None else self.memory_on
+
+    def set_memory(self, on: bool) -> str:
+        """``--memory`` / ``--no-memory``: for the rest of this session; the line to show."""
+        self.memory_on = on
+        if on:
+            return "memory is on: project notes and named memories are loaded and written again"
+        return ("memory is off for this session: no project notes or named memories are loaded or written "
+                "(turn it back on with %shiro --memory)")
+
     def notes(self, enabled: bool | None = None) -> NoteStore | None:
-        on = self.config.memory if enabled is None else enabled
+        on = self.memory_enabled() if enabled is None else enabled
         return NoteStore.for_project(self.root) if on else None
 
     def memories(self, model: str | None = None) -> MemoryStore:
@@ -91,47 +115,62 @@ class Agent:
         self.session = session
         if session.notebook_path is None:
             session.notebook_path = self._notebook_str()
-        self.autosaver = Autosaver(self.store, session, lambda: self.config.model)
+        self.save_error = None
+        self.autosaver = self._autosaver(session)
         self.started = True
         self.lost, self._tell_lost = {}, False
 
     def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
-        """Choose the session before a turn; returns the one line to show (or None).
+        """Choose the session before a turn; returns the lines to show (or None).
 
         The first ``%shiro`` of a kernel continues the newest session recorded for this notebook;
         ``--new`` starts a fresh one; ``-c`` continues the newest for this notebook; ``-r PREFIX``
-        resumes by id or unique prefix. The model and agent variant are never restored.
+        resumes by id or unique prefix. The model and agent variant are never restored. Raises
+        :class:`~shiro_kernel.errors.RequestError` for an unknown or ambiguous id.
         """
         if resume:
-            return self.resume(resume, line=resumed_line)
+            return self.resume(resume)
         if new:
             self.switch_to(Session(notebook_path=self._notebook_str()))
             return None
-        if cont or not self.started:
+        if not (cont or not self.started):
+            return None
+        notes: list[str] = []
+        for _ in range(3):  # a corrupt newest record is set aside, then the next newest is tried
             info = self.store.latest_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
             if info is None or info.id == self.session.id:
                 self.started = True
                 if cont and info is None:
-                    raise AgentError("no saved session for this notebook")
-                return None
-            session = self.store.load(info.id)
-            if session is None:
-                self.started = True
-                return None
+                    raise RequestError("no saved session for this notebook")
+                return "\n".join(notes) or None
+            try:
+                session = self.store.load(info.id)
+            except CorruptFile as exc:
+                notes.append(self._set_aside(info.id, exc))
+                continue
             self.switch_to(session)
-            return self._with_restart_notice(resumed_line(session))
-        return None
+            return "\n".join([*notes, self._with_restart_notice(resumed_line(session))])
+        self.started = True
+        return "\n".join(notes) or None
+
+    def _set_aside(self, session_id: str, exc: CorruptFile) -> str:
+        moved = self.store.set_aside(session_id)
+        where = f"; it was moved to {moved}" if moved else ""
+        return f"session {short_id(session_id)} could not be read ({exc.reason}){where}"
+
+    def resume(self, prefix: str) -> str:
+        """``-r ID`` and ``/resume ID``: the session with that id or unique prefix becomes current."""
+        sid = self.store.resolve(prefix)
+        try:
+            session = self.store.load(sid)
+        except CorruptFile as exc:
+            raise RequestError(self._set_aside(sid, exc)) from None
+        self.switch_to(session)
+        return self._with_restart_notice(resumed_line(session))
 
     def _user_ns(self) -> dict[str, Any] | None:
         ns = getattr(self.shell, "user_ns", None)
         return ns if isinstance(ns, dict) else None
-
-    def _check_restart(self) -> str:
-        """After a resume: which variables of the session's earlier turns this kernel lacks. Returns
-        the one-line notice for the cell ('' when none are missing)."""
-        self.lost = restart.missing(self.session.messages, self._user_ns())
-        self._tell_lost = bool(self.lost)
-        return restart.notice(list(self.lost))
 
     def _with_restart_notice(self, line: str) -> str:
         # the request validator also runs on resume: a record written by an older version, edited by
@@ -142,7 +181,9 @@ class Agent:
             self.session.messages[:] = fixed
             self.session.changed()
             line += "\nrepaired the resumed history: " + "; ".join(shown)
-        notice = self._check_restart()
+        self.lost = restart.missing(self.session.messages, self._user_ns())
+        self._tell_lost = bool(self.lost)
+        notice = restart.notice(list(self.lost))
         return f"{line}\n{notice}" if notice else line
 
     def lost_now(self) -> list[str]:
@@ -151,69 +192,38 @@ class Agent:
         return [n for n in self.lost if ns is not None and n not in ns]
 
     def rebuild(self) -> str:
-        """``/rebuild``: re-run the recorded code that made the lost variables, in order and each
-        block once, through the ``python`` tool with the approval rules of a turn."""
-        ns = self._user_ns()
-        if ns is None:
-            return "nothing to rebuild: there is no kernel namespace here"
-        lost = restart.missing(self.session.messages, ns)
-        if not lost:
-            return "nothing to rebuild: every variable the earlier turns created still exists"
-        approval = self.config.approval
-        if approval == "read-only":
-            return READ_ONLY_DENIAL.format(name="/rebuild")
-        if approval != "auto" and "python" not in self.session.always_allowed:
-            return HEADLESS_DENIAL.format(name="/rebuild").replace(" and ask again.", " and run /rebuild again.")
-        from .tools import run_tool
+        """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""
+        text, self.lost = restart.rebuild(self.session, self._user_ns(), self.tools, self.config.approval,
+                                          ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook))
+        return text
 
-        ctx = ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook)
-        blocks = restart.rebuild_code(self.session.messages, lost)
-        failures: list[str] = []
-        for number, code in enumerate(blocks, 1):
-            call = ToolCallPart(f"rebuild_{number}", "python", json.dumps({"code": code}))
-            result = run_tool(self._tools, call, ctx)
-            if result.is_error or result.output.lstrip().startswith("Error"):
-                first = (result.output.strip().splitlines() or [""])[0][:160]
-                failures.append(f"block {number}: {first}")
-        still = [n for n in lost if n not in ns]
-        made = [n for n in lost if n in ns]
-        self.lost = {n: lost[n] for n in still}
-        runs = f"{len(blocks)} code block" + ("" if len(blocks) == 1 else "s")
-        lines = [f"rebuilt {', '.join(made) if made else 'nothing'} ({runs} re-run)"]
-        if still:
-            lines.append(f"still missing: {', '.join(still)}")
-        lines += failures
-        return "\n".join(lines)
-
-    def resume(self, prefix: str, line: Callable[[Session], str] | None = None) -> str:
+    # -- saving and the footer ---------------------------------------------------------------------------
+    def save_now(self) -> str | None:
+        """Write the record now; the warning to show when the write failed (None when it worked)."""
         try:
-            sid = self.store.resolve(prefix)
-        except Ambiguous as exc:
-            raise AgentError(not_found_message(prefix, exc)) from None
-        session = self.store.load(sid) if sid else None
-        if session is None:
-            raise AgentError(not_found_message(prefix))
-        self.switch_to(session)
-        if line is not None:
-            return self._with_restart_notice(line(session))
-        from .sessions import title_of
-
-        return self._with_restart_notice(
-            f"resumed {session.id[:8]} ({len(session.messages)} messages): {title_of(session.messages)}")
+            self.autosaver.flush()
+        except StoreError as exc:
+            self.save_error = exc
+            return SAVE_FAILED.format(why=exc)
+        self.save_error = None
+        return None
 
     def footer(self) -> str:
+        saver = self.autosaver
+        saved = saver.saved_messages if (saver.writes or self.save_error) else None
+        line = resume_hint(self.session, saved, str(self.save_error) if self.save_error else None)
         meter = self.budget_meter()
-        tail = f" · {meter}" if meter else ""
-        return resume_hint(self.session) + tail
+        return line + (f" · {meter}" if meter else "")
 
     def budget_meter(self) -> str:
         """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""
         budget = self.config.budget_usd
         if budget is None:
             return ""
+        model = self.session.model or self.config.model
         spent = self.session.usage.cost_usd
-        if spent is None and price_of(self.config.model) is None:
-            return f"{budget_money(budget)} budget not checked (no price for {self.config.model})"
+        if spent is None and price_of(model) is None:
+            return f"{budget_money(budget)} budget not checked (no price for {model})"
         return f"{money(spent or 0.0)} of {budget_money(budget)} budget"
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
@@ -229,11 +239,11 @@ class Agent:
         return self._provider
 
     def ask_model(self, system: str, prompt: str) -> str:
-        """One plain model call with no tools (``/memory``); raises with the provider's sentence."""
+        """One plain model call with no tools (``/memory``). Raises :class:`ProviderError`."""
         text = None
         for event in self.provider().stream(system, [Message.user(prompt)], [], None):
             if isinstance(event, Error):
-                raise RuntimeError(event.message)
+                raise ProviderError(event.message, event.status)
             if isinstance(event, Done):
                 text = event.message.text
         return text or ""
@@ -249,7 +259,7 @@ class Agent:
         try:
             variant, spec = agent_variant(self.config, agent)
         except ValueError as exc:
-            raise AgentError(str(exc)) from None
+            raise RequestError(str(exc)) from None
         root, notebook = self.root, self.notebook
         model = model or self.config.model
         emit = on_event or (lambda e: None)
@@ -257,26 +267,26 @@ class Agent:
             self.start()
             if self.lost:
                 emit(Notice(restart.notice(list(self.lost)), kind="warning"))
+        self.session.model = model
         notes = self.notes(memory)
-        memories = self.memories(model) if (self.config.memory if memory is None else memory) else None
+        memories = self.memories(model) if (self.memory_enabled() if memory is None else memory) else None
         provenance = {"sessionId": self.session.id, "notebook": str(notebook) if notebook else None,
                       "cell": getattr(self.shell, "execution_count", None), "gitCommit": git_commit(root)}
         if memories is not None:
             memories.provenance = provenance
-        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose,
+        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose, abort=self.abort,
                           extras={"tasks": self.tasks, "notes": notes, "memories": memories,
                                   "provenance": provenance})
         approval = self.config.approval
         # memory is read once, at the start of the turn; the task list is re-read on every step
-        boot = [block for block in (notes.render_boot() if notes else "",
-                                    memories.prompt_block() if memories else "") if block]
+        boot = [block for block in (self._notes_block(notes, emit), memories.prompt_block() if memories else "")
+                if block]
         tasks = self.tasks
         # what changed since the last turn: variables lost to a kernel restart (first turn after a
         # resume only), and cells edited or run outside the agent
         tell_lost, self._tell_lost = self._tell_lost, False
         before = self.session.cells
-        now = cell_changes.fingerprint(notebook)
-        changed = cell_changes.block(before, now) if before is not None else ""
+        changed = cell_changes.block(before, cell_changes.fingerprint(notebook)) if before is not None else ""
 
         def lost_block() -> str:
             return restart.prompt_block(self.lost_now()) if tell_lost else ""
@@ -287,7 +297,10 @@ class Agent:
                                        blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block,
                                                lambda: changed])
 
-        self.history().append(prompt)
+        try:
+            self.history().append(prompt)
+        except StoreError as exc:  # the prompt history is a convenience: the turn goes on
+            emit(Notice(f"the prompt history was not updated: {exc}", kind="warning"))
         if not keep_abort:
             self.abort.clear()
         max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
@@ -297,22 +310,41 @@ class Agent:
             options.approver = approver
         if runner is not None:
             options.runner = runner
-        budget = self.config.budget_usd
-        if budget is not None:
-            if price_of(model) is None:
-                if not self._budget_warned:
-                    self._budget_warned = True
-                    emit(Notice(f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
-                                "the budget cannot be checked; turns are not stopped by it", kind="warning"))
-            else:
-                options.budget_usd = float(budget)
+        self._budget(options, model, emit)
         effort = spec.get("reasoning_effort")
-        turn = Turn(self.session, self.provider(model, str(effort) if effort else None), self._tools, ctx, system,
-                    options, on_event=emit, abort=self.abort)
+
+        def on_turn_event(event: Event) -> None:
+            if isinstance(event, TurnEnd):  # the record is written before the footer says it is saved
+                self._snapshot_cells(notebook)
+                problem = self.save_now() if self.session.messages else None
+                if problem:
+                    emit(Notice(problem, kind="warning"))
+            emit(event)
+
+        turn = Turn(self.session, self.provider(model, str(effort) if effort else None), self.tools, ctx, system,
+                    options, on_event=on_turn_event, abort=self.abort)
+        return turn.run(prompt)
+
+    def _notes_block(self, notes: NoteStore | None, emit: Callable[[Event], None]) -> str:
+        if notes is None:
+            return ""
         try:
-            return turn.run(prompt)
-        finally:
-            self._snapshot_cells(notebook)
+            return notes.render_boot()
+        except CorruptFile as exc:
+            emit(Notice(f"project notes are unreadable and were left out: {exc}", kind="warning"))
+            return ""
+
+    def _budget(self, options: TurnOptions, model: str, emit: Callable[[Event], None]) -> None:
+        budget = self.config.budget_usd
+        if budget is None:
+            return
+        if price_of(model) is None:
+            if not self._budget_warned:
+                self._budget_warned = True
+                emit(Notice(f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
+                            "the budget cannot be checked; turns are not stopped by it", kind="warning"))
+            return
+        options.budget_usd = float(budget)
 
     def _snapshot_cells(self, notebook: Path | None) -> None:
         """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
@@ -322,49 +354,6 @@ class Agent:
             if self.session.messages:
                 self.session.changed()
 
-
-class TextView:
-    """The blocking view: one display that is updated (throttled) as the turn streams, ending with
-    the answer and one line per tool call. The display carries Markdown, HTML and the
-    ``application/vnd.shiro.turn+json`` bundle, so the notebook shows the turn without a kernel too.
-
-    ``details`` supplies what the bundle and footer need beyond the events (session id, task list,
-    context percentage, resume hint)."""
-
-    def __init__(self, live: bool = True, interval: float = 0.1,
-                 details: Callable[[], dict[str, Any]] | None = None) -> None:
-        self.live = live  # False (terminal): print once at the end instead of redrawing
-        self.log = TurnLog()
-        self.throttle = Throttle(interval)
-        self.details = details or (lambda: {})
-        self.handle: Any = None
-
-    def bundle(self, final: bool = False) -> dict[str, Any]:
-        if not final:  # while streaming, Markdown is enough and cheap
-            return {"text/markdown": to_markdown(self.log) or "*working…*",
-                    "text/plain": to_text(self.log) or "working…"}
-        d = self.details()
-        extra = d.get("footer", "")
-        return {
-            "text/plain": to_text(self.log, extra),
-            "text/markdown": to_markdown(self.log, extra),
-            "text/html": to_html(self.log, extra),
-            TURN_MIME: to_bundle_json(self.log, session_id=d.get("session_id"), tasks=d.get("tasks"),
-                                      context_percent=d.get("context_percent"), resume=d.get("resume")),
-        }
-
-    def __call__(self, event: Event) -> None:
-        changed = self.log.feed(event)
-        if isinstance(event, TurnEnd):
-            self.show(final=True)
-        elif changed and self.live and self.throttle.ready():
-            self.show()
-
-    def show(self, final: bool = False) -> None:
-        from IPython.display import display
-
-        data = self.bundle(final)
-        if self.handle is None:
-            self.handle = display(data, raw=True, display_id=True)
-        else:
-            self.handle.update(data, raw=True)
+    def close(self) -> None:
+        """Stop autosaving (writing what is pending): ``%unload_ext`` and kernel shutdown."""
+        self.autosaver.close()

@@ -1,58 +1,53 @@
 """The seed's slash commands, as plain functions of an :class:`~shiro_kernel.agent.Agent` returning the
-text to show (``%shiro /todos``, ``%shiro /sessions`` ...)."""
+text to show (``%shiro /todos``, ``%shiro /sessions`` ...). :data:`COMMANDS` is the one table: the
+dispatcher and ``/help`` are both made from it. A command that fails raises; :func:`run` turns a
+:class:`~shiro_kernel.errors.ShiroError` into its one line.
+"""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .notes import DISABLED as MEMORY_DISABLED
-from .sessions import format_rows
+from .errors import ShiroError
+from .memory.notes import DISABLED as MEMORY_DISABLED
+from .store.ids import short_id
+from .ui.session_text import format_rows
 
 if TYPE_CHECKING:
     from .agent import Agent
-
-HELP = """slash commands:
-  /todos          the task list
-  /notes          what shiro remembers about this project
-  /memory         merge unused notes (past 60 entries, at least two unused)
-  /compact        replace the transcript with a summary written by the model
-  /clear          start a fresh session (the old one stays resumable)
-  /sessions       the last 15 sessions
-  /resume ID      resume a session by id or unique prefix
-  /save           write the session record now
-  /cost           tokens and cost of this session
-  /rebuild        re-run the recorded code of variables a kernel restart lost
-  /history        this project's prompt history
-  /help           this list"""
 
 
 def _todos(agent: Agent, arg: str) -> str:
     return agent.tasks.render()
 
 
+MEMORY_OFF = f"{MEMORY_DISABLED}\nturn it back on with %shiro --memory"
+
+
 def _notes(agent: Agent, arg: str) -> str:
     store = agent.notes()
     if store is None:
-        return MEMORY_DISABLED
-    listing = store.format_list()
-    return f"{store.notice}\n{listing}" if getattr(store, "notice", None) else listing
+        return MEMORY_OFF
+    return store.format_list()
 
 
 def _memory(agent: Agent, arg: str) -> str:
     store = agent.notes()
     if store is None:
-        return MEMORY_DISABLED
+        return MEMORY_OFF
     return store.summarize(agent.ask_model)
 
 
 def _compact(agent: Agent, arg: str) -> str:
-    from .compact import compact_message, compact_session
+    from .context.compact import compact_message, compact_session
 
-    before, after, error = compact_session(agent.session, agent.provider(),
-                                           threshold=agent.config.compact_threshold)
-    if error:
-        return f"compact failed, the transcript is unchanged: {error}"
+    try:
+        before, after = compact_session(agent.session, agent.provider(), threshold=agent.config.compact_threshold)
+    except ShiroError as exc:
+        return f"compact failed, the transcript is unchanged: {exc}"
     return compact_message(before, after)
 
 
@@ -62,7 +57,7 @@ def _clear(agent: Agent, arg: str) -> str:
     old = agent.session
     agent.switch_to(Session(notebook_path=old.notebook_path))
     if old.messages:
-        return f"cleared; the previous session stays resumable with %shiro -r {old.id[:8]}"
+        return f"cleared; the previous session stays resumable with %shiro -r {short_id(old.id)}"
     return "cleared"
 
 
@@ -73,27 +68,22 @@ def _sessions(agent: Agent, arg: str) -> str:
 def _resume(agent: Agent, arg: str) -> str:
     if not arg:
         return "usage: /resume <session-id>"
-    from .agent import AgentError
-
-    try:
-        return agent.resume(arg)
-    except AgentError as exc:
-        return str(exc)
+    return agent.resume(arg)
 
 
 def _save(agent: Agent, arg: str) -> str:
     if not agent.session.messages:
         return "nothing to save yet: the session has no messages"
-    if agent.autosaver.flush():
-        return f"saved {agent.session.id}"
-    return f"could not save: {agent.autosaver.last_error}"
+    problem = agent.save_now()
+    return problem or f"saved {agent.session.id}"
 
 
 def _cost(agent: Agent, arg: str) -> str:
     u = agent.session.usage
-    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else f"unknown (no price for {agent.config.model})"
+    model = agent.session.model or agent.config.model
+    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else f"unknown (no price for {model})"
     meter = agent.budget_meter()
-    return (f"session {agent.session.id[:8]}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
+    return (f"session {short_id(agent.session.id)}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
             f"cost {cost}" + (f" ({meter})" if meter else ""))
 
 
@@ -102,29 +92,52 @@ def _rebuild(agent: Agent, arg: str) -> str:
 
 
 def _history(agent: Agent, arg: str) -> str:
-    from .history import format_history
+    from .store.history import format_history
 
     return format_history(agent.history().entries())
 
 
 def _help(agent: Agent, arg: str) -> str:
-    return HELP
+    return help_text()
 
 
-COMMANDS: dict[str, Callable[[Agent, str], str]] = {
-    "/todos": _todos, "/notes": _notes, "/memory": _memory, "/compact": _compact, "/clear": _clear,
-    "/sessions": _sessions, "/resume": _resume, "/save": _save, "/cost": _cost, "/rebuild": _rebuild, "/history": _history,
-    "/help": _help,
+@dataclass(frozen=True)
+class Command:
+    run: Callable[[Agent, str], str]
+    usage: str  # as /help shows it
+    help: str
+
+
+COMMANDS: dict[str, Command] = {
+    "/todos": Command(_todos, "/todos", "the task list"),
+    "/notes": Command(_notes, "/notes", "what shiro remembers about this project"),
+    "/memory": Command(_memory, "/memory", "merge unused notes (past 60 entries, at least two unused)"),
+    "/compact": Command(_compact, "/compact", "replace the transcript with a summary written by the model"),
+    "/clear": Command(_clear, "/clear", "start a fresh session (the old one stays resumable)"),
+    "/sessions": Command(_sessions, "/sessions", "the last 15 sessions"),
+    "/resume": Command(_resume, "/resume ID", "resume a session by id or unique prefix"),
+    "/save": Command(_save, "/save", "write the session record now"),
+    "/cost": Command(_cost, "/cost", "tokens and cost of this session"),
+    "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
+    "/history": Command(_history, "/history", "this project's prompt history"),
+    "/help": Command(_help, "/help", "this list"),
 }
 
 
+def help_text() -> str:
+    width = max(16, max(len(c.usage) for c in COMMANDS.values()) + 2)
+    return "slash commands:\n" + "\n".join(f"  {c.usage:<{width}}{c.help}" for c in COMMANDS.values())
+
+
 def run(agent: Agent, line: str) -> str:
+    """Run one slash command line; the text to show (a failure included, as its one line)."""
     name, _, arg = line.strip().partition(" ")
     command = COMMANDS.get(name.lower())
     if command is None:
-        import difflib
-
         close = difflib.get_close_matches(name.lower(), list(COMMANDS), n=1, cutoff=0.75)
         hint = f"did you mean {close[0]}? " if close else ""
         return f"unknown command {name}; {hint}try /help"
-    return command(agent, arg.strip())
+    try:
+        return command.run(agent, arg.strip())
+    except ShiroError as exc:
+        return str(exc)

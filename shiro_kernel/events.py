@@ -53,11 +53,14 @@ class Done:
 
 @dataclass
 class Error:
-    """The request failed for good (after retries): one clear sentence, never the key."""
+    """The request failed for good (after retries): one clear sentence, never the key. ``kind`` names a
+    failure the turn can repair: ``item_not_found`` (the provider lost a stored item the history refers
+    to; resend it inline) or ``images_unsupported`` (the model takes no images; resend without)."""
 
     message: str
     status: int | None = None
     retryable: bool = False
+    kind: str | None = None
 
 
 ProviderEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Done | Error

@@ -1,14 +1,13 @@
-"""``%shiro`` and ``%%shiro``: a thin skin that parses the line and calls :class:`~shiro_kernel.agent.Agent`.
+"""``%shiro`` and ``%%shiro``: a thin skin that parses the line and hands it on.
 
-Usage::
+The options are declared once, with IPython's ``magic_arguments`` (``%shiro?`` shows the help generated
+from them). They are only read at the start of the line: the rest is the prompt, kept exactly as typed
+(apostrophes, quotes, a trailing ``?``), which a shell-style split of the whole line would break.
 
-    %shiro [options] PROMPT        one agent turn (a prompt may end in "?")
-    %%shiro [options]              the cell body is the prompt
-
-Options (only at the start of the line): ``--wait`` block until the turn has ended; ``--new``, ``-c``,
-``-r ID`` choose the session; ``--no-memory``; ``--mute NAME[,NAME]``; ``--model NAME``; ``--agent NAME``.
-``%shiro /help`` lists the slash commands. Settings live on the ``Shiro`` configurable:
-``%config Shiro.approval = "auto"``.
+A turn runs in the background with a live view when a widget frontend is connected
+(:class:`~shiro_kernel.ui.live.LiveController`), else on this thread
+(:func:`~shiro_kernel.ui.text_view.run_blocking`); slash commands go to :mod:`shiro_kernel.commands`.
+A :class:`~shiro_kernel.errors.ShiroError` becomes one ``UsageError`` line here, and only here.
 """
 
 from __future__ import annotations
@@ -16,16 +15,20 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 
-from .config import Shiro, agent_variant
+from .config import Shiro
+from .errors import ShiroError
 
-# Options that take a value, and flags.
-_VALUED = {"--model": "model", "--agent": "agent", "-r": "resume", "--mute": "mute"}
-_FLAGS = {"--wait": "wait", "--new": "new", "-c": "cont", "--no-memory": "no_memory"}
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .ui.live import LiveController
+
+SESSION_SWITCHES = ("new", "cont", "resume")
 
 
 @dataclass
@@ -34,62 +37,60 @@ class Parsed:
     options: dict[str, Any] = field(default_factory=dict)
 
 
-def parse_line(line: str) -> Parsed:
-    """Split leading options from the prompt; the prompt keeps its own spacing and quotes."""
-    parsed = Parsed()
+def _declare(fn: Any) -> Any:
+    """The options of ``%shiro`` and ``%%shiro``, in one place."""
+    for decorator in reversed([
+        magic_arguments(),
+        argument("--wait", action="store_true",
+                 help="block until the turn has ended (waits for a running or queued turn first)"),
+        argument("--new", action="store_true", help="start a fresh session"),
+        argument("-c", dest="cont", action="store_true", help="continue the newest session of this notebook"),
+        argument("-r", dest="resume", metavar="ID", help="resume a session by id or unique prefix"),
+        argument("--no-memory", dest="no_memory", action="store_true",
+                 help="no project notes or named memories for this session (--memory turns them back on)"),
+        argument("--memory", dest="memory_on", action="store_true", help="turn memory back on after --no-memory"),
+        argument("--mute", metavar="NAME[,NAME]", help="hide named memories for this session"),
+        argument("--model", metavar="NAME", help="the model for this turn"),
+        argument("--agent", metavar="NAME", help="the agent variant for this turn (default, deep, or your own)"),
+        argument("prompt", nargs="*", help="the prompt (it may end in '?'), or a slash command: /help lists them"),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+def parse_line(line: str, parser: Any) -> Parsed:
+    """Split the leading options (as ``parser`` declares them) from the prompt; the prompt keeps its own
+    spacing and quotes. ``--`` ends the options."""
+    takes_value = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
+    tokens: list[str] = []
     rest = line.strip()
     while rest.startswith("-"):
         token, _, tail = rest.partition(" ")
-        if token in _FLAGS:
-            parsed.options[_FLAGS[token]] = True
-            rest = tail.lstrip()
-        elif token in _VALUED or "=" in token and token.split("=", 1)[0] in _VALUED:
-            name, eq, value = token.partition("=")
-            if not eq:
-                value, _, tail = tail.lstrip().partition(" ")
-            if not value:
-                raise UsageError(f"%shiro: {name} needs a value, e.g. {name} NAME")
-            parsed.options[_VALUED[name]] = value
-            rest = tail.lstrip()
-        elif token == "--":
+        name = token.split("=", 1)[0]
+        if token == "--":
             rest = tail.lstrip()
             break
-        else:
-            known = ", ".join([*_FLAGS, *_VALUED])
+        if name not in takes_value:
+            known = ", ".join(s for s in takes_value if s not in ("-h", "--help"))
             raise UsageError(f"%shiro: unknown option {token!r} (known: {known}); put `--` before a prompt "
                              "that starts with a dash")
-    parsed.prompt = rest
-    return parsed
+        tokens.append(token)
+        rest = tail.lstrip()
+        if takes_value[name] and "=" not in token:
+            value, _, rest = rest.partition(" ")
+            if not value:
+                raise UsageError(f"%shiro: {name} needs a value, e.g. {name} NAME")
+            tokens.append(value)
+            rest = rest.lstrip()
+    options = {k: v for k, v in vars(parser.parse_args(tokens)).items() if k != "prompt" and v not in (None, False)}
+    return Parsed(rest, options)
 
 
-def _magic_doc() -> str:
-    from .commands import HELP
-
-    return f"""Run one agent turn: %shiro [options] PROMPT, %%shiro [options] (cell body = prompt),
-or a slash command: %shiro /todos
-
-A prompt may end in "?" (%shiro why is it slow?); %shiro? alone shows this help.
-
-options (only at the start of the line; `--` ends them):
-  --wait          block until the turn has ended (waits for a running or queued turn first)
-  --new           start a fresh session
-  -c              continue the newest session of this notebook
-  -r ID           resume a session by id or unique prefix
-  --no-memory     no project notes or memories this turn
-  --mute NAME     hide named memories for this session (comma list allowed)
-  --model NAME    the model for this turn
-  --agent NAME    the agent variant for this turn (default, deep)
-
-With a widget frontend (JupyterLab) a turn runs in the background: the cell returns at once, the
-view streams with Stop and approval buttons, and a %shiro typed meanwhile is queued. nbclient,
-papermill, terminal IPython and --wait block. Settings: %config Shiro (e.g.
-%config Shiro.approval = "auto", %config Shiro.frontend = "widgets").
-
-{HELP}
+_HELP_TAIL = """
+With a widget frontend (JupyterLab) a turn runs in the background: the cell returns at once, the view
+streams with Stop and approval buttons, and a %shiro typed meanwhile is queued. nbclient, papermill,
+terminal IPython and --wait block. Settings: %config Shiro (e.g. %config Shiro.approval = "auto").
 """
-
-
-_MAGIC_DOC = _magic_doc()
 
 
 @magics_class
@@ -97,166 +98,114 @@ class ShiroMagics(Magics):
     def __init__(self, shell: Any, config: Shiro) -> None:
         super().__init__(shell)
         self.settings = config
-        self._agent: Any = None
+        self._agent: Agent | None = None
+        self.controller: LiveController | None = None
 
     @property
-    def agent(self) -> Any:
+    def agent(self) -> Agent:
         if self._agent is None:
             from .agent import Agent
 
             self._agent = Agent(self.shell, self.settings)
         return self._agent
 
+    @_declare
     @line_magic
     def shiro(self, line: str) -> None:
-        self._run(parse_line(line))
-
-    shiro.__doc__ = _MAGIC_DOC
-
+        """Run one agent turn: %shiro [options] PROMPT; %%shiro [options] takes the cell body as the prompt.
+        A slash command (%shiro /todos) runs a command instead."""
+        self._run(parse_line(line, self.shiro.parser))
 
     @cell_magic("shiro")
     def shiro_cell(self, line: str, cell: str) -> None:
-        """%%shiro [options] — the cell body is the prompt."""
-        parsed = parse_line(line)
+        """%%shiro [options] — the cell body is the prompt (options as for %shiro)."""
+        parsed = parse_line(line, self.shiro.parser)
         parsed.prompt = "\n".join(x for x in (parsed.prompt, cell.strip()) if x)
         self._run(parsed)
 
     def _run(self, parsed: Parsed) -> None:
+        try:
+            self._dispatch(parsed)
+        except ShiroError as exc:
+            raise UsageError(f"%shiro: {exc}") from None
+
+    def _dispatch(self, parsed: Parsed) -> None:
         from IPython.display import display
 
         from . import commands
-        from .agent import AgentError, TextView
+        from .config import agent_variant
+        from .ui.kernel import has_frontend
+        from .ui.text_view import run_blocking
 
-        opts = parsed.options
+        opts, prompt = parsed.options, parsed.prompt
         agent = self.agent
         try:
             agent_variant(self.settings, opts.get("agent"))
         except ValueError as exc:
             raise UsageError(f"%shiro: {exc}") from None
-        if "mute" in opts:
-            names = [n for n in opts["mute"].split(",") if n.strip()]
-            agent.muted = sorted(set(agent.muted) | set(n.strip() for n in names))
-            for warning in agent.memories().mute_warnings(names):
-                print(warning, file=sys.stderr)
-        live = self._live()
+        self._session_flags(agent, opts)
+        turn_options = {"model": opts.get("model"), "agent": opts.get("agent")}
+        switch = {k: opts[k] for k in SESSION_SWITCHES if k in opts}
+        live = self._controller()
         if live is not None and live.busy:
             if opts.get("wait"):  # wait for the running turn and everything queued before this one
                 live.wait_idle()
-            elif parsed.prompt or opts.keys() & {"new", "cont", "resume"}:
-                self._queue(parsed)
+            elif prompt or switch:
+                live.submit_prompt(prompt, turn_options, switch)
                 return
             else:
                 raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
-        try:
-            line = agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")), resume=opts.get("resume"))
-        except AgentError as exc:
-            raise UsageError(f"%shiro: {exc}") from None
+        line = agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")), resume=opts.get("resume"))
         if line:
             print(line)
-        prompt = parsed.prompt
         if not prompt:
-            if opts.keys() & {"new", "cont", "resume", "mute"}:
-                return  # switching session or muting needs no prompt
+            if switch or opts.keys() & {"mute", "no_memory", "memory_on"}:
+                return  # switching session, muting or turning memory off needs no prompt
             raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
         if prompt.startswith("/"):
             text = commands.run(agent, prompt)
             display({"text/plain": text, "text/markdown": f"```text\n{text}\n```"}, raw=True)
             return
         if live is not None and not opts.get("wait"):
-            self._submit(parsed, prepare=None)
+            live.submit_prompt(prompt, turn_options)
             return
+        run_blocking(agent, prompt, turn_options, live=has_frontend(self.shell))
 
-        view = TextView(live=_has_frontend(self.shell), details=self._details)
-        agent.ask(prompt, on_event=view, model=opts.get("model"), agent=opts.get("agent"),
-                  memory=False if opts.get("no_memory") else None, headless=True)
+    def _session_flags(self, agent: Agent, opts: dict[str, Any]) -> None:
+        """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""
+        if "mute" in opts:
+            names = [n.strip() for n in opts["mute"].split(",") if n.strip()]
+            agent.muted = sorted(set(agent.muted) | set(names))
+            for warning in agent.memories().mute_warnings(names):
+                print(warning, file=sys.stderr)
+        if opts.get("no_memory"):
+            print(agent.set_memory(False))
+        elif opts.get("memory_on"):
+            print(agent.set_memory(True))
 
-    # -- the live (background) path ------------------------------------------------------------------
-    def _details(self) -> dict[str, Any]:
-        agent = self.agent
-        return {"footer": agent.footer(), "session_id": agent.session.id, "tasks": agent.tasks.state(),
-                "resume": f"%shiro -r {agent.session.id[:8]}", "context_percent": self._context_percent()}
+    def _controller(self) -> LiveController | None:
+        """The controller of background turns when they run here (a widget frontend), else None."""
+        from .ui import kernel
+        from .ui.live import LiveController
 
-    def _context_percent(self) -> int | None:
-        from .prune import estimate_tokens, percent
-
-        try:
-            return percent(estimate_tokens(list(self.agent.session.messages)), self.settings.compact_threshold)
-        except Exception:
+        if not kernel.widget_frontend(self.shell, self.settings.frontend):
             return None
+        if self.controller is None:
+            self.controller = LiveController.for_kernel(self.agent, self.shell)
+        elif self.controller.loop is None:
+            self.controller.loop = kernel.running_loop(self.shell)
+        return self.controller
 
-    def _live(self) -> Any:
-        """The agent's LiveController when turns run in the background here, else None."""
-        from . import live
-
-        if not live.widget_frontend(self.shell, self.settings.frontend):
-            return None
-        controller = getattr(self.agent, "live", None)
-        if controller is None:
-            controller = live.LiveController(self.agent, live.running_loop(self.shell),
-                                             live.kernel_publisher(self.shell))
-            self.agent.live = controller
-        elif controller.loop is None:
-            controller.loop = live.running_loop(self.shell)
-        live.install_interrupt_handler(self.shell)
-        return controller
-
-    def _new_view(self) -> Any:
-        from .widgets import TurnView
-
-        controller = self.agent.live
-        return TurnView(on_stop=controller.stop, call_later=controller.inbox.call_later,
-                        meter=self._context_percent, tasks=lambda: self.agent.tasks.state())
-
-    def _submit(self, parsed: Parsed, prepare: Any) -> int:
-        from IPython.display import display
-
-        from . import live
-        from .agent import TextView
-
-        controller = self.agent.live
-        opts = parsed.options
-        view = self._new_view()
-
-        def bundle(item: Any) -> dict[str, Any]:
-            text_view = TextView(live=False, details=self._details)
-            text_view.log = item.view.turn_log
-            return text_view.bundle(final=True)
-
-        item = live.LiveTurn(parsed.prompt, {"model": opts.get("model"), "agent": opts.get("agent"),
-                                             "memory": False if opts.get("no_memory") else None},
-                             view=view, parent=live.cell_parent(self.shell), prepare=prepare, bundle=bundle)
-        live_bundle = view._repr_mimebundle_()
-        item.widget_data = {k: v for k, v in live_bundle.items() if k != "text/plain"}
-        handle = display(live_bundle, raw=True, display_id=True)
-        item.display_id = getattr(handle, "display_id", None)
-        position = controller.submit(item)
-        if position:
-            print(f"queued (position {position})")
-        return position
-
-    def _queue(self, parsed: Parsed) -> None:
-        def prepare(item: Any) -> str | None:
-            from . import commands
-            from .agent import AgentError
-
-            opts = parsed.options
-            try:
-                line = self.agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")),
-                                        resume=opts.get("resume"))
-            except AgentError as exc:
-                return f"%shiro: {exc}"
-            if not parsed.prompt:
-                return line or "ok"
-            if parsed.prompt.startswith("/"):
-                return "\n".join(x for x in (line, commands.run(self.agent, parsed.prompt)) if x)
-            return None
-
-        self._submit(parsed, prepare)
+    def close(self) -> None:
+        """Undo what running turns set up: stop them, write the session (``%unload_ext``)."""
+        if self.controller is not None:
+            self.controller.close()
+            self.controller = None
+        if self._agent is not None:
+            self._agent.close()
 
 
-def _has_frontend(shell: Any) -> bool:
-    """True in a kernel (a frontend may draw updates); False in terminal IPython."""
-    return type(shell).__name__ == "ZMQInteractiveShell"
+ShiroMagics.shiro.__doc__ = (ShiroMagics.shiro.__doc__ or "") + _HELP_TAIL
 
 
 # -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------
@@ -279,6 +228,10 @@ def claim_question_lines(lines: list[str]) -> list[str]:
 
 
 def load(shell: Any) -> None:
+    """``%load_ext shiro_kernel``: register the magics and the ``?`` claim, watch for a widget frontend,
+    and start importing ``openai`` off the main thread."""
+    if any(isinstance(m, ShiroMagics) for m in shell.magics_manager.registry.values()):
+        return  # loaded already
     config = next((c for c in shell.configurables if isinstance(c, Shiro)), None)
     if config is None:
         config = Shiro(parent=shell)
@@ -286,12 +239,27 @@ def load(shell: Any) -> None:
     shell.register_magics(ShiroMagics(shell, config))
     if claim_question_lines not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(claim_question_lines)
-    from . import _warmup, live
+    from .provider import warmup
+    from .ui import kernel
 
-    live.watch_comm_opens(shell)
-    _warmup.start()
+    kernel.watch_comm_opens(shell)
+    warmup.start()
 
 
 def unload(shell: Any) -> None:
+    """``%unload_ext shiro_kernel``: undo everything :func:`load` did (and what turns set up since)."""
+    from .ui import kernel
+
+    registry = shell.magics_manager.registry
+    magics = registry.pop("ShiroMagics", None)
+    if isinstance(magics, ShiroMagics):
+        magics.close()
+    for kind in ("line", "cell"):
+        table = shell.magics_manager.magics[kind]
+        if getattr(table.get("shiro"), "__self__", None) is magics:
+            table.pop("shiro", None)
     if claim_question_lines in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.remove(claim_question_lines)
+    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, Shiro)]
+    kernel.unwatch_comm_opens(shell)
+    kernel.uninstall_interrupt_handler(shell)

@@ -1,7 +1,8 @@
-"""A session: the transcript and running totals of one notebook's conversation.
+"""A session: one notebook's conversation in memory — its transcript, task list and running totals.
 
-Persistence (records under ``SHIRO_HOME/sessions``, autosave, resume) builds on this object; the
-turn loop only appends messages and calls :meth:`Session.changed`.
+Persistence (records under ``SHIRO_HOME/sessions``, the index, autosave, resume) lives in
+:mod:`shiro_kernel.store`; the turn loop only appends messages and calls :meth:`Session.changed`.
+A ``todo_write`` (a change of :attr:`Session.tasks`) counts as a change of the session.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
-from .ids import now_iso, uuid7
+from .store.ids import now_iso, uuid7
+from .tasks import TaskList
 from .transcript import Message
 
 
@@ -24,11 +26,17 @@ class Session:
     notebook_path: str | None = None
     messages: list[Message] = field(default_factory=list)
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
+    tasks: TaskList = field(default_factory=TaskList)
+    #: the model the last turn actually used (``--model`` included); None before the first turn
+    model: str | None = None
     #: tools the user allowed for the rest of this session with "Always"
     always_allowed: set[str] = field(default_factory=set)
-    #: the notebook's cell fingerprint at the end of the last turn (``cells.fingerprint``), None before
+    #: the notebook's cell fingerprint at the end of the last turn (``context.cells.fingerprint``)
     cells: list[dict[str, Any]] | None = None
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self.tasks.on_change.append(lambda _tasks: self.changed())
 
     def append(self, message: Message) -> None:
         self.messages.append(message)

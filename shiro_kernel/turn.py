@@ -12,19 +12,34 @@ nbclient) or on a worker thread with tools dispatched back to the kernel's threa
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .events import (
-    Done, Error, Event, Notice, ProviderEvent, ReasoningDelta, StepStart, TextDelta, ToolCallEvent, ToolEnd,
-    ToolStart, TurnEnd, Usage,
+from .context import rules
+from .context.prune import (
+    DEFAULT_THRESHOLD,
+    TokenMeter,
+    detach_provider_items,
+    prune_to_fit,
 )
-from . import rules
-from .prune import DEFAULT_THRESHOLD, TokenMeter, detach_provider_items, prune_to_fit
+from .events import (
+    Done,
+    Error,
+    Event,
+    Notice,
+    ProviderEvent,
+    ReasoningDelta,
+    StepStart,
+    TextDelta,
+    ToolCallEvent,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    Usage,
+)
 from .session import Session
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, ToolCallPart, ToolResultPart
@@ -64,7 +79,6 @@ INLINE_RETRY_NOTICE = ("The provider no longer had part of this session stored. 
 COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
 REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
 BUDGET_REACHED = "budget reached: {spent} of {budget} spent — raise it with %config Shiro.budget_usd = {suggest}"
-ITEM_NOT_FOUND = re.compile(r"item with id '[^']*' not found", re.I)
 
 
 @dataclass
@@ -111,7 +125,7 @@ class Turn:
     def _run(self, prompt: str | None) -> TurnEnd:
         self._compacted = self._repaired = self._inlined = False
         # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
-        pending = pending_calls(self.session.messages)
+        pending = rules.pending_calls(self.session.messages)
         if pending:
             if self._answer_calls(pending) is False:
                 return TurnEnd("waiting", self.usage)
@@ -186,7 +200,7 @@ class Turn:
         while True:
             done, error, shown = self._call_once(specs)
             if (error is not None and not shown and not self._inlined and not self.abort.is_set()
-                    and ITEM_NOT_FOUND.search(error.message)):
+                    and error.kind == "item_not_found"):
                 # The provider lost an item the history refers to: retrying as is fails the same way
                 # every time, so the session's own history goes inline (once per turn) and the step reruns.
                 self._inlined = True
@@ -271,7 +285,7 @@ class Turn:
 
     def _settle_unanswered(self, text: str) -> None:
         """Give every call of the last assistant message that has no result an ``Error:`` result."""
-        missing = pending_calls(self.session.messages)
+        missing = rules.pending_calls(self.session.messages)
         if missing:
             self.session.append(Message("tool", [
                 ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing]))
@@ -297,15 +311,3 @@ def budget_amount(value: float) -> str:
 def budget_message(spent: float, budget: float) -> str:
     return BUDGET_REACHED.format(spent=money(spent), budget=budget_money(budget),
                                  suggest=budget_amount(budget * 2 if budget > 0 else 1.0))
-
-
-def pending_calls(messages: list[Message]) -> list[ToolCallPart]:
-    """Calls of the newest assistant message that have no result yet (waiting for approval)."""
-    for index in range(len(messages) - 1, -1, -1):
-        msg = messages[index]
-        if msg.role == "assistant":
-            answered = {r.call_id for m in messages[index + 1:] for r in m.tool_results()}
-            return [c for c in msg.tool_calls() if c.call_id not in answered]
-        if msg.role == "user":
-            return []
-    return []

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -71,3 +73,33 @@ def shiro_shell(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI, tmp_pa
     yield shell
     shell.run_cell("%unload_ext shiro_kernel")
     InteractiveShell.clear_instance()
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[None]:
+    """Make ``folder`` unwritable for the duration, even for root (tests run as root in CI): ``chattr +i``
+    where the file system supports it, else ``chmod 555`` for an ordinary user."""
+    import shutil
+    import subprocess
+
+    folder = Path(folder)
+    immutable = False
+    if os.geteuid() == 0 and shutil.which("chattr"):
+        immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    if not immutable:
+        os.chmod(folder, 0o555)
+    probe = folder / ".write-probe"
+    try:
+        try:
+            probe.touch()
+        except OSError:
+            pass
+        else:
+            probe.unlink()
+            pytest.skip("cannot make a folder read-only here (root without chattr support)")
+        yield
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+        else:
+            os.chmod(folder, 0o755)

@@ -7,7 +7,7 @@ from fakeopenai import Call, Reply
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import Notice, TurnEnd, Usage
-from shiro_kernel.provider import Provider, ProviderSettings
+from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema

@@ -122,7 +122,7 @@ def test_agent_variants_deep_custom_and_unknown(shell, fake_openai):
 
 def test_the_validator_repairs_a_resumed_history_once(shell, fake_openai):
     from shiro_kernel.session import Session
-    from shiro_kernel.sessions import SessionStore
+    from shiro_kernel.store.sessions import SessionStore
     from shiro_kernel.transcript import Message, TextPart, ToolResultPart
 
     broken = Session(messages=[Message.user("old work"),

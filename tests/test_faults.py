@@ -18,13 +18,16 @@ from typing import Any
 import pytest
 
 from fakeopenai import Call, Fault, Reply
-from shiro_kernel import rules, storage
-from shiro_kernel.provider import Provider, ProviderSettings
+from shiro_kernel.context import rules
+from shiro_kernel.store import files as storage
+from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.sessions import Autosaver, SessionStore
+from shiro_kernel.store.autosave import Autosaver
+from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn import Turn, TurnOptions, pending_calls
+from shiro_kernel.context.rules import pending_calls
+from shiro_kernel.turn import Turn, TurnOptions
 
 KEY = "sk-fault-SUITE-key-must-never-be-written-7f3a9c"
 ROWS: list[dict[str, Any]] = []
@@ -94,7 +97,7 @@ def test_sigkill_during_autosave_loses_no_record(tmp_path):
 
 # -- 2. concurrent stores ----------------------------------------------------------------------------
 def _remember_child(root: str, worker: int) -> None:
-    from shiro_kernel import notes
+    from shiro_kernel.memory import notes
 
     notes.MAX_ENTRIES = 1000  # the seed's cap is 300; this case is about lost updates, not the cap
     store = notes.NoteStore.for_project(Path(root))
@@ -103,7 +106,7 @@ def _remember_child(root: str, worker: int) -> None:
 
 
 def _memory_child(root: str, worker: int) -> None:
-    from shiro_kernel.memories import MemoryStore
+    from shiro_kernel.memory.named import MemoryStore
 
     MemoryStore.for_project(Path(root)).write("project", f"topic{worker}", f"content {worker}")
 
@@ -119,8 +122,8 @@ def _parallel(target, root: Path, n: int = 8) -> None:
 
 
 def test_eight_processes_remember_and_write_memories_lose_nothing(tmp_path):
-    from shiro_kernel.memories import MemoryStore
-    from shiro_kernel.notes import NoteStore
+    from shiro_kernel.memory.named import MemoryStore
+    from shiro_kernel.memory.notes import NoteStore
 
     root = tmp_path / "project"
     root.mkdir()
@@ -229,7 +232,7 @@ def test_a_thousand_malformed_tool_calls_never_crash(tmp_path):
 
 # -- 5. escapes ------------------------------------------------------------------------------------
 def test_path_and_name_escapes_are_refused_everywhere(tmp_path):
-    from shiro_kernel.memories import MemoryStore
+    from shiro_kernel.memory.named import MemoryStore
 
     root = tmp_path / "proj"
     root.mkdir()
@@ -287,8 +290,8 @@ def test_the_api_key_appears_in_no_file_output_or_widget_state(fake_openai, tmp_
 
 
 def test_corrupt_stores_are_kept_aside_not_overwritten(tmp_path):
-    from shiro_kernel.history import PromptHistory
-    from shiro_kernel.notes import NoteStore
+    from shiro_kernel.store.history import PromptHistory
+    from shiro_kernel.memory.notes import NoteStore
 
     root = tmp_path / "p"
     root.mkdir()

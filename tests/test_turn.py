@@ -11,12 +11,13 @@ import pytest
 
 from fakeopenai import Call, Fault, Reply
 from shiro_kernel.events import Notice, TextDelta, ToolEnd
-from shiro_kernel.provider import Provider, ProviderSettings
+from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext, ToolError
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
-from shiro_kernel.turn import ALWAYS, DENY, LATER, Turn, TurnOptions, pending_calls
+from shiro_kernel.context.rules import pending_calls
+from shiro_kernel.turn import ALWAYS, DENY, LATER, Turn, TurnOptions
 
 KEY = "sk-test-THISKEYMUSTNEVERLEAK-1234567890"
 

@@ -23,7 +23,7 @@ export const COMMAND = 'shiro:ask';
 /** Run silently in the kernel: loads the magics and prints the project's prompt history. */
 export const HISTORY_CODE = [
   'import json as _sj, pathlib as _sp',
-  'import shiro_kernel.history as _sh, shiro_kernel.paths as _spa',
+  'import shiro_kernel.store.history as _sh, shiro_kernel.store.paths as _spa',
   'get_ipython().extension_manager.load_extension("shiro_kernel")',
   'print(_sj.dumps(_sh.PromptHistory.for_project(_spa.project_root(',
   '    _spa.notebook_path(get_ipython().user_ns) or _sp.Path.cwd())).entries()))',

@@ -6,10 +6,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ..errors import ShiroError
+from ..text import cut
 from ..transcript import ToolCallPart, ToolResultPart
-from .base import Tool, ToolContext, ToolError, truncate
+from .base import MAX_RESULT_CHARS, Image, Tool, ToolContext, ToolError, ToolOutput
 
-__all__ = ["Tool", "ToolContext", "ToolError", "all_tools", "run_tool"]
+__all__ = ["Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "all_tools", "run_tool"]
 
 # module names under shiro_kernel.tools, in the order the model sees them
 _MODULES = ("python_tool", "inspect_tool", "files", "shell_tool", "notebook", "tasks_tool", "memory_tools")
@@ -53,7 +55,8 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
 def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
     def result(output: str, is_error: bool = False) -> ToolResultPart:
-        return ToolResultPart(call.call_id, call.name, truncate(output), is_error=is_error)
+        return ToolResultPart(call.call_id, call.name, cut(output, MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4),
+                              is_error=is_error)
 
     tool = tools.get(call.name)
     if tool is None:
@@ -63,10 +66,11 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
     except (ToolError, ValueError) as exc:  # the model's arguments are malformed
         return result(f"Error: {exc}", True)
     try:
-        return result(tool.run(args, ctx))
-    except ToolError as exc:
+        output = tool.run(args, ctx)
+    except ShiroError as exc:  # the tool boundary: an exception becomes the text the model reads
         return result(f"Error: {exc}", True)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # a tool's bug must not end the turn
         return result(f"Error: {type(exc).__name__}: {exc}", True)
+    return result(output.text if isinstance(output, ToolOutput) else output)

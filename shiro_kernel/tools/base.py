@@ -1,25 +1,42 @@
 """What a tool is, and the context it runs in.
 
 A tool is a name, a description, a JSON Schema for its arguments and a plain function
-``run(args, ctx) -> str``. A tool signals a problem by raising :class:`ToolError`; the registry turns
-that (and any other exception) into a result text starting ``Error:``, so a tool's failure never
-ends a turn.
+``run(args, ctx) -> str | ToolOutput``. A tool signals a problem by raising :class:`ToolError` (or any
+:class:`~shiro_kernel.errors.ShiroError`); the registry (:func:`shiro_kernel.tools.run_tool`) turns that,
+and any other exception, into a result text starting ``Error:``, so a tool's failure never ends a turn.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ToolError
+
 #: How much of one tool result the model sees; the rest is cut with a note saying so.
 MAX_RESULT_CHARS = 20_000
 
 
-class ToolError(Exception):
-    """A problem the model should read and act on (bad path, no match, ...)."""
+@dataclass
+class Image:
+    """An image a tool produced (a figure, a PNG file, an MCP image): raw bytes and their MIME type."""
+
+    data: bytes
+    mime: str  # image/png | image/jpeg | image/gif | image/webp
+
+
+@dataclass
+class ToolOutput:
+    """A tool's result when it is more than text: ``text`` for the model, ``images`` sent to the model as
+    images (downscaled by the turn), ``displays`` (MIME bundles) shown to the user under the tool row."""
+
+    text: str
+    images: list[Image] = field(default_factory=list)
+    displays: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -33,6 +50,10 @@ class ToolContext:
     propose: Callable[[str], None] | None = None
     #: extra state later tools need (task list, memory stores ...), keyed by name
     extras: dict[str, Any] = field(default_factory=dict)
+    #: set when the user stops the turn: a long-running tool checks it and gives up early
+    abort: threading.Event | None = None
+    #: a one-line progress report for the running call's row in the live view (e.g. "3/10 files")
+    progress: Callable[[str], None] | None = None
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.
@@ -58,22 +79,12 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]  # JSON Schema (object); strict-compatible: every property required
-    run: Callable[[dict[str, Any], ToolContext], str]
+    run: Callable[[dict[str, Any], ToolContext], str | ToolOutput]
     #: True for tools that change something (run code, write files, shell): they need approval
     mutates: bool = False
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-
-def truncate(text: str, limit: int = MAX_RESULT_CHARS) -> str:
-    """Cut ``text`` to about ``limit`` characters, keeping head and tail, with a note saying so."""
-    if len(text) <= limit:
-        return text
-    head = text[: limit * 3 // 4]
-    tail = text[-(limit // 4):]
-    cut = len(text) - len(head) - len(tail)
-    return f"{head}\n[... {cut} characters truncated; {len(text)} in all ...]\n{tail}"
 
 
 def schema(properties: dict[str, Any], optional: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..storage import write_atomic
+from ..store.files import write_atomic
 from .base import Tool, ToolContext, ToolError, schema
 
 DEFAULT_LIMIT = 2000  # lines read_file shows by default

@@ -10,6 +10,7 @@ import sys
 import types
 from typing import Any
 
+from ..text import cut
 from .base import Tool, ToolContext, ToolError, schema
 
 #: How many characters of a repr are shown.
@@ -27,8 +28,7 @@ _SKIPPED_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionTyp
 
 
 def _cut(text: str, limit: int = REPR_CHARS) -> str:
-    text = text.strip("\n")
-    return text if len(text) <= limit else text[:limit] + f"... [{len(text)} chars]"
+    return cut(text.strip("\n"), limit)
 
 
 def _safe_repr(obj: Any) -> str:

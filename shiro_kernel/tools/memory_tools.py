@@ -11,78 +11,82 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..notes import DISABLED, KINDS, NoteError, NoteStore
+from ..errors import MemoryRefused
+from ..memory.named import SEPARATOR, Found, MemoryStore
+from ..memory.notes import DISABLED, KINDS, NoteStore
 from .base import Tool, ToolContext, ToolError, schema
 
 
 def _notes(ctx: ToolContext) -> NoteStore:
     store = ctx.extras.get("notes")
-    if store is None:
+    if not isinstance(store, NoteStore):
         raise ToolError(DISABLED)
     return store
 
 
-def _memories(ctx: ToolContext) -> Any:
+def _memories(ctx: ToolContext) -> MemoryStore:
     store = ctx.extras.get("memories")
-    if store is None:
+    if not isinstance(store, MemoryStore):
         raise ToolError(DISABLED)
     return store
 
 
 def _remember(args: dict[str, Any], ctx: ToolContext) -> str:
-    store = _notes(ctx)
     text = args.get("text") or ""
     provenance = ctx.extras.get("provenance")
-    try:
-        entry, stored = store.add(args.get("kind") or "", text,
-                                  source=dict(provenance) if isinstance(provenance, dict) else None)
-    except NoteError as exc:
-        raise ToolError(str(exc)) from None
-    if entry is None:
+    added = _notes(ctx).add(args.get("kind") or "", text,
+                            source=dict(provenance) if isinstance(provenance, dict) else None)
+    if added.entry is None:
         return f"Already recorded: {text.strip()}"
-    return f"Remembered as {entry['kind']} ({stored} stored): {entry['text']}"
+    line = f"Remembered as {added.entry['kind']} ({added.stored} stored): {added.entry['text']}"
+    if added.set_aside is not None:
+        line += f" (the notes file was unreadable; it was kept aside as {added.set_aside})"
+    return line
 
 
 def _recall(args: dict[str, Any], ctx: ToolContext) -> str:
-    store = _notes(ctx)
     query = args.get("query") or ""
-    try:
-        found = store.recall(query)
-    except NoteError as exc:
-        raise ToolError(str(exc)) from None
+    found = _notes(ctx).recall(query)
     if not found:
         return f'Nothing recorded about "{query}".'
     return "\n".join(f"({e['kind']}) {e['text']}" for e in found)
 
 
 def _forget(args: dict[str, Any], ctx: ToolContext) -> str:
-    store = _notes(ctx)
     text = args.get("text") or ""
-    try:
-        removed = store.forget(text)
-    except NoteError as exc:
-        raise ToolError(str(exc)) from None
+    removed = _notes(ctx).forget(text)
     if removed == 0:
         return f'No memory matches "{text}".'
     return f"Forgot {removed} memor{'y' if removed == 1 else 'ies'}."
 
 
-def _as_result(text: str) -> str:
-    """The store answers like the seed, with ``Error: …`` texts; raise those so the registry marks
-    the result as an error (it adds the ``Error:`` prefix back)."""
-    if text.startswith("Error: "):
-        raise ToolError(text[len("Error: "):])
+def read_result(found: Found) -> str:
+    """The seed's ``memory_read`` text for named entries: the bodies joined by the separator, then one
+    ``Error: memory not found: …`` line and one ``Error: memory '…' is muted …`` line per muted name.
+    Nothing found at all is refused (an error result)."""
+    muted = [f"Error: memory '{n}' is muted for this session" for n in found.muted]
+    if not found.bodies and not found.missing:
+        text = "\n".join(muted)
+    else:
+        missing = [f"Error: memory not found: {', '.join(found.missing)}"] if found.missing else []
+        text = SEPARATOR.join([*found.bodies, *missing, *muted])
+    if not found.bodies:  # an error result: the tool boundary puts the first "Error: " back
+        raise MemoryRefused(text.removeprefix("Error: "))
     return text
 
 
 def _memory_read(args: dict[str, Any], ctx: ToolContext) -> str:
-    return _as_result(_memories(ctx).read(args.get("name") or "", args.get("scope")))
+    store = _memories(ctx)
+    name = (args.get("name") or "").strip()
+    if not name:
+        return store.indexes(args.get("scope"))
+    return read_result(store.read(name, args.get("scope")))
 
 
 def _memory_write(args: dict[str, Any], ctx: ToolContext) -> str:
-    return _as_result(_memories(ctx).write(
-        args.get("scope"), args.get("name"), args.get("content"),
-        description=args.get("description"), current_model_only=bool(args.get("current_model_only"))))
+    return _memories(ctx).write(args.get("scope"), args.get("name"), args.get("content"),
+                                description=args.get("description"),
+                                current_model_only=bool(args.get("current_model_only")))
 
 
 remember = Tool(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..text import cut
 from .base import Tool, ToolContext, ToolError, schema
 
 SOURCE_CHARS = 10_000  # per cell source
@@ -16,23 +17,17 @@ def _text(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters truncated ...]"
-
-
 def _output_text(output: Any) -> str:
     kind = output.get("output_type")
     if kind == "stream":
-        return _cut(_ANSI.sub("", _text(output.get("text", ""))).rstrip("\n"), OUTPUT_CHARS)
+        return cut(_ANSI.sub("", _text(output.get("text", ""))).rstrip("\n"), OUTPUT_CHARS)
     if kind == "error":
-        return _cut(f"{output.get('ename', 'Error')}: {_ANSI.sub('', str(output.get('evalue', '')))}", OUTPUT_CHARS)
+        return cut(f"{output.get('ename', 'Error')}: {_ANSI.sub('', str(output.get('evalue', '')))}", OUTPUT_CHARS)
     if kind in ("execute_result", "display_data", "update_display_data"):
         data = output.get("data", {}) or {}
         pieces = []
         if "text/plain" in data:
-            pieces.append(_cut(_ANSI.sub("", _text(data["text/plain"])).rstrip("\n"), OUTPUT_CHARS))
+            pieces.append(cut(_ANSI.sub("", _text(data["text/plain"])).rstrip("\n"), OUTPUT_CHARS))
         pieces.extend(f"<{mime}>" for mime in data if mime.startswith("image/"))
         if not pieces:
             pieces.extend(f"<{mime}>" for mime in data)
@@ -46,7 +41,7 @@ def _format_cell(index: int, cell: Any) -> str:
     if kind == "code":
         count = cell.get("execution_count")
         header += f" ({count if count is not None else 'not run'})"
-    lines = [header, _cut(_text(cell.get("source", "")), SOURCE_CHARS)]
+    lines = [header, cut(_text(cell.get("source", "")), SOURCE_CHARS)]
     outputs = cell.get("outputs", []) if kind == "code" else []
     if outputs:
         lines.append("--- outputs:")

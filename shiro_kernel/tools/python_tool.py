@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import collections
 import io
 import itertools
 import linecache
@@ -31,6 +30,7 @@ from typing import Any
 import IPython
 from IPython.core.displaypub import DisplayPublisher
 
+from ..text import HeadTail, cut, joined
 from .base import Tool, ToolContext, ToolError, schema
 
 #: Captured output kept in memory: the first HEAD and the last TAIL characters.
@@ -46,59 +46,14 @@ _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
 _IPYTHON_DIR = os.path.normcase(os.path.dirname(os.path.abspath(IPython.__file__ or "")))
 
 
-class _OutputLog:
-    """A bounded text log: keeps the first ``head`` and the last ``tail`` characters."""
-
-    def __init__(self, head: int = OUTPUT_HEAD_CHARS, tail: int = OUTPUT_TAIL_CHARS) -> None:
-        self._head: list[str] = []
-        self._head_len = 0
-        self._head_max = head
-        self._tail: collections.deque[str] = collections.deque()
-        self._tail_len = 0
-        self._tail_max = tail
-        self.dropped = 0
-
-    def write(self, text: str) -> None:
-        if not text:
-            return
-        room = self._head_max - self._head_len
-        if room > 0:
-            self._head.append(text[:room])
-            self._head_len += min(room, len(text))
-            text = text[room:]
-            if not text:
-                return
-        self._tail.append(text)
-        self._tail_len += len(text)
-        while self._tail_len > self._tail_max:
-            excess = self._tail_len - self._tail_max
-            first = self._tail[0]
-            if len(first) <= excess:
-                self._tail.popleft()
-                self._tail_len -= len(first)
-                self.dropped += len(first)
-            else:
-                self._tail[0] = first[excess:]
-                self._tail_len -= excess
-                self.dropped += excess
-
-    def getvalue(self) -> str:
-        head = "".join(self._head)
-        tail = "".join(self._tail)
-        if self.dropped:
-            note = f"\n[... {self.dropped} characters of output truncated ...]\n"
-            return head + note + tail
-        return head + tail
-
-
 class _Stream(io.TextIOBase):
-    """A text stream (stands in for sys.stdout / sys.stderr) writing into an :class:`_OutputLog`.
+    """A text stream (stands in for sys.stdout / sys.stderr) writing into an :class:`~shiro_kernel.text.HeadTail`.
 
     ``fileno()`` gives the real descriptor (1 or 2) while that descriptor is itself captured, so
     ``subprocess.run(..., stdout=sys.stdout)`` and ``faulthandler`` keep working.
     """
 
-    def __init__(self, log: _OutputLog, name: str, fd: int | None) -> None:
+    def __init__(self, log: HeadTail[str], name: str, fd: int | None) -> None:
         super().__init__()
         self._log = log
         self._name = name
@@ -166,7 +121,7 @@ def _no_input(prompt: Any = "") -> str:
 class _CapturingPublisher(DisplayPublisher):
     """Records display data as text in the log instead of sending it to the notebook."""
 
-    def __init__(self, log: _OutputLog, **kwargs: Any) -> None:
+    def __init__(self, log: HeadTail[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._log = log
 
@@ -186,14 +141,8 @@ def _bundle_text(data: dict[str, Any]) -> str:
     if isinstance(plain, list):
         plain = "".join(plain)
     if isinstance(plain, str) and plain:
-        return _cap(plain, VALUE_CHARS)
+        return cut(plain, VALUE_CHARS)
     return " ".join(f"<{mime}>" for mime in data) if data else ""
-
-
-def _cap(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters truncated ...]"
 
 
 class _FdCapture:
@@ -322,7 +271,7 @@ def _value_text(shell: Any, value: Any) -> str:
             text = repr(value)
         except Exception as exc:  # a broken __repr__ must not hide the rest of the result
             text = f"<{type(value).__name__} object; repr failed: {type(exc).__name__}: {exc}>"
-    return _cap(text, VALUE_CHARS)
+    return cut(text, VALUE_CHARS)
 
 
 def _quiet(source: str) -> bool:
@@ -343,7 +292,7 @@ def run_python(shell: Any, code: str) -> str:
         return f"Error: could not transform the code ({type(exc).__name__}: {exc})"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
 
-    log = _OutputLog()
+    log: HeadTail[str] = HeadTail("", OUTPUT_HEAD_CHARS, OUTPUT_TAIL_CHARS)
     error = ""
     value_text = ""
     saved_out, saved_err = sys.stdout, sys.stderr
@@ -379,7 +328,7 @@ def run_python(shell: Any, code: str) -> str:
         shell.display_pub = saved_pub
         fd_text = fds.read(OUTPUT_HEAD_CHARS)
 
-    parts = [log.getvalue(), fd_text, value_text, error]
+    parts = [joined(log), fd_text, value_text, error]
     text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip())
     return text or "(no output)"
 

@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from ..text import HeadTail
 from .base import Tool, ToolContext, ToolError, schema
 
 DEFAULT_TIMEOUT_S = 60
@@ -27,13 +28,11 @@ DRAIN_S = 1.0
 
 
 class _Collector:
-    """Reads a pipe to EOF on a daemon thread, keeping the first and last bytes."""
+    """Reads a pipe to EOF on a daemon thread into a bounded head-and-tail buffer."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
+        self.buffer: HeadTail[bytes] = HeadTail(b"", OUTPUT_HEAD_BYTES, OUTPUT_TAIL_BYTES)
         self._lock = threading.Lock()
         self.thread = threading.Thread(target=self._read, name="shiro-shell-reader", daemon=True)
         self.thread.start()
@@ -45,15 +44,7 @@ class _Collector:
                 if not chunk:
                     break
                 with self._lock:
-                    room = OUTPUT_HEAD_BYTES - len(self.head)
-                    if room > 0:
-                        self.head += chunk[:room]
-                        chunk = chunk[room:]
-                    self.tail += chunk
-                    if len(self.tail) > OUTPUT_TAIL_BYTES:
-                        excess = len(self.tail) - OUTPUT_TAIL_BYTES
-                        del self.tail[:excess]
-                        self.dropped += excess
+                    self.buffer.write(chunk)
         except OSError:
             pass
         finally:
@@ -64,12 +55,12 @@ class _Collector:
 
     def text(self) -> str:
         with self._lock:
-            head = bytes(self.head).decode("utf-8", "replace")
-            tail = bytes(self.tail).decode("utf-8", "replace")
-            dropped = self.dropped
+            head, tail = self.buffer.parts()
+            dropped = self.buffer.dropped
         if dropped:
-            return f"{head}\n[... {dropped} bytes of output truncated ...]\n{tail}"
-        return head + tail
+            return (f"{head.decode('utf-8', 'replace')}\n[... {dropped:,} bytes of output truncated ...]\n"
+                    f"{tail.decode('utf-8', 'replace')}")
+        return (head + tail).decode("utf-8", "replace")
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,254 @@
+"""Loading, the first turn of a fresh kernel, and a warm turn against the SDK on the same body (issue 15).
+
+    .venv/bin/python benchmarks/bench_first_turn.py
+
+Only the user surface is used (``%load_ext shiro_kernel``, ``%shiro --wait``, environment variables), in
+fresh ``python -c`` processes running an IPython ``InteractiveShell``; the fake OpenAI-compatible server
+(``tests/fakeopenai.py``) runs on 127.0.0.1 in this process, and every model call is checked against its
+record of requests.
+
+1. ``%load_ext shiro_kernel`` against a bare IPython start: process wall time, both variants interleaved,
+   many repeats (warm-up thread off, as it would be cut short by the process exiting; the ``%load_ext``
+   line itself is also timed in-process with the warm-up thread on).
+2. The first ``%shiro --wait hi`` of a fresh process, issued 2 s after ``%load_ext`` and right after it
+   (only the ``%shiro`` line is timed).
+3. A warm one-step turn (the same process, after a first turn): ``%shiro --wait --new hi``, so that every
+   warm turn does what the first one did (one user message in a new session) and posts the same body.
+4. The very body that turn sent (taken from the fake server's record) posted through the ``openai`` SDK
+   without typed parsing: ``client.post(..., stream=True)`` yielding the SDK's decoded SSE events as
+   dicts, and as raw SSE bytes.
+5. The same body through the SDK's typed streaming (``client.responses.create(stream=True, ...)``).
+Rows 3-5 are interleaved round by round in one process, each SDK call posting the body the turn just sent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _turnbench import (
+    TURN,
+    TURN_NEW,
+    Workspace,
+    check_calls,
+    interleave,
+    median,
+    ms,
+    process_seconds,
+    table,
+)
+
+LOAD_PAIRS = 21  # row 1: bare / loaded process pairs
+COLD_REPEATS = 5  # row 2: fresh processes per variant
+WARM_ROUNDS = 25  # rows 3-5: rounds of (turn, each SDK variant)
+SDK_WARMUP = 3
+
+BARE = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
+LOADED = BARE + "; S.instance().run_cell('%load_ext shiro_kernel')"
+
+# One process: a first turn, warm-up turns, then rounds of (a turn; the body it sent, through the SDK four
+# ways). The parent answers each "@@BODY" line with the path of a file holding that turn's request body.
+WARM_CHILD = r"""
+import inspect, json, os, sys, time
+cfg = json.loads(sys.argv[1])
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+
+def cell(src):
+    t = time.perf_counter()
+    r = shell.run_cell(src)
+    dt = time.perf_counter() - t
+    if not r.success:
+        sys.stderr.write(f"cell failed: {src!r}\n")
+        raise SystemExit(3)
+    return dt
+
+cell("%load_ext shiro_kernel")
+for _ in range(1 + cfg["warmup_turns"]):
+    cell(cfg["turn"])
+
+import openai
+try:
+    import httpx2 as http_lib  # openai 3.x is built on httpx2
+except ImportError:
+    import httpx as http_lib
+
+client = openai.OpenAI(api_key=os.environ["OPENAI_API_KEY"], base_url=os.environ["OPENAI_BASE_URL"], max_retries=0)
+create_params = set(inspect.signature(client.responses.create).parameters)
+
+
+def body_of_last_turn():
+    print("@@BODY", flush=True)
+    with open(sys.stdin.readline().strip(), "rb") as f:
+        return json.loads(f.read())
+
+
+def sdk_untyped(body):
+    # The SDK's request path (auth, base URL, headers, error classes) and its SSE decoder; events stay dicts.
+    for _ in client.post("/responses", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]):
+        pass
+
+
+def sdk_raw_bytes(body):
+    response = client.post("/responses", body=body, cast_to=http_lib.Response, stream=True)
+    try:
+        for _ in response.iter_bytes():
+            pass
+    finally:
+        response.close()
+
+
+def sdk_typed(body):
+    # How most code calls it: the body's fields as keyword arguments, typed events.
+    kwargs = {k: v for k, v in body.items() if k in create_params}
+    extra = {k: v for k, v in body.items() if k not in create_params}
+    if extra:
+        kwargs["extra_body"] = extra
+    for _ in client.responses.create(**kwargs):
+        pass
+
+
+def sdk_typed_extra_body(body):
+    # Typed events, but the body passed through as extra_body (no typed transform of the input).
+    rest = {k: v for k, v in body.items() if k not in ("model", "stream")}
+    for _ in client.responses.create(model=body["model"], stream=True, extra_body=rest):
+        pass
+
+
+variants = [("untyped", sdk_untyped), ("raw_bytes", sdk_raw_bytes), ("typed", sdk_typed),
+            ("typed_extra_body", sdk_typed_extra_body)]
+body = body_of_last_turn()
+for _name, fn in variants:
+    for _ in range(cfg["sdk_warmup"]):
+        fn(body)
+out = {"turn": [], **{name: [] for name, _ in variants}}
+for r in range(cfg["rounds"]):
+    out["turn"].append(cell(cfg["turn"]))
+    body = body_of_last_turn()
+    for k in range(len(variants)):
+        name, fn = variants[(r + k) % len(variants)]
+        t = time.perf_counter()
+        fn(body)
+        out[name].append(time.perf_counter() - t)
+print("@@RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def load_ext_vs_bare(ws: Workspace) -> tuple[float, float]:
+    env = ws.env(SHIRO_NO_WARMUP="1")
+    cwd = ws.fresh_cwd()
+    bare = lambda: process_seconds([sys.executable, "-c", BARE], env, cwd)
+    loaded = lambda: process_seconds([sys.executable, "-c", LOADED], env, cwd)
+    bare(), loaded()  # bytecode, IPython profile, file caches
+    t_bare, t_loaded = interleave(LOAD_PAIRS, bare, loaded)
+    return median(t_bare), median(t_loaded)
+
+
+def first_turns(ws: Workspace) -> dict[str, list[dict]]:
+    def run(delay: float) -> dict:
+        cfg = {"load": "%load_ext shiro_kernel", "delay": delay, "cell": TURN}
+        return ws.run_cells(sys.executable, cfg, expect_path="/v1/responses", expect_calls=1)
+
+    run(0)  # bytecode and caches of a first-ever run are not what a user's kernel start sees
+    delayed, immediate = interleave(COLD_REPEATS, lambda: run(2.0), lambda: run(0.0))
+    return {"delayed": delayed, "immediate": immediate}
+
+
+def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
+    cfg = {"turn": TURN_NEW, "warmup_turns": 3, "sdk_warmup": SDK_WARMUP, "rounds": WARM_ROUNDS}
+    before = len(ws.fake.requests)
+    with tempfile.TemporaryFile(mode="w+") as stderr:
+        body_file = Path(ws.tmp / "body.json")
+        proc = subprocess.Popen([sys.executable, "-c", WARM_CHILD, json.dumps(cfg)], env=ws.env(), cwd=ws.fresh_cwd(),
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        assert proc.stdin is not None and proc.stdout is not None
+        result, turn_bodies, sdk_from = None, [], 0
+
+        def check_same_body(sdk_calls: list) -> None:
+            """The SDK posts of a round must carry exactly the body of that round's turn."""
+            if turn_bodies and any(rec.body != turn_bodies[-1].body for rec in sdk_calls):
+                raise RuntimeError("an SDK call did not post the same body as the turn")
+
+        for line in proc.stdout:
+            if line.startswith("@@BODY"):
+                check_same_body(ws.fake.requests[sdk_from:-1])
+                turn = ws.fake.requests[-1]
+                if turn.path != "/v1/responses" or not turn.stream:
+                    raise RuntimeError(f"the last request was not a streamed turn: {turn.path}")
+                turn_bodies.append(turn)
+                sdk_from = len(ws.fake.requests)
+                body_file.write_bytes(turn.raw)
+                proc.stdin.write(f"{body_file}\n")
+                proc.stdin.flush()
+            elif line.startswith("@@RESULT "):
+                result = json.loads(line[len("@@RESULT "):])
+        proc.wait(timeout=60)
+        if result is None:
+            stderr.seek(0)
+            raise RuntimeError(f"warm child failed (exit {proc.returncode}):\n{stderr.read()[-3000:]}")
+        check_same_body(ws.fake.requests[sdk_from:])
+    n_calls = (1 + cfg["warmup_turns"]) + 4 * SDK_WARMUP + WARM_ROUNDS * 5
+    check_calls(ws.requests_since(before), "/v1/responses", n_calls)
+    last = turn_bodies[-1]
+    shape = {"bytes": len(last.raw), "items": len(last.body.get("input") or []), "tools": len(last.body.get("tools") or [])}
+    return result, shape
+
+
+def main() -> None:
+    started = time.perf_counter()
+    with Workspace() as ws:
+        t_bare, t_loaded = load_ext_vs_bare(ws)
+        cold = first_turns(ws)
+        warm, shape = warm_rounds(ws)
+    load_line = median([r["load"] for rs in cold.values() for r in rs])
+    first_delayed = median([r["first"] for r in cold["delayed"]])
+    first_now = median([r["first"] for r in cold["immediate"]])
+    turn, untyped, raw = median(warm["turn"]), median(warm["untyped"]), median(warm["raw_bytes"])
+    typed, typed_eb = median(warm["typed"]), median(warm["typed_extra_body"])
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "NOT met"
+
+    r_load, r_first = t_loaded / t_bare, first_delayed / turn
+    rows = [
+        ("IPython start + %load_ext shiro_kernel vs bare start (process)",
+         f"{ms(t_loaded)} vs {ms(t_bare)} (x{r_load:.2f}; {(t_loaded - t_bare) * 1000:+.0f} ms)",
+         f"<= x1.05: {verdict(r_load <= 1.05)}"),
+        ("%load_ext shiro_kernel line alone (in-process, warm-up on)", ms(load_line), "-"),
+        ("first %shiro --wait hi, 2 s after %load_ext", f"{ms(first_delayed)} (x{r_first:.1f} a warm turn)",
+         f"<= x1.5 a warm turn: {verdict(r_first <= 1.5)}"),
+        ("first %shiro --wait hi, right after %load_ext", f"{ms(first_now)} (x{first_now / turn:.1f} a warm turn)",
+         "reported"),
+        ("warm one-step turn (same process, after a first turn)",
+         f"{ms(turn)} (x{turn / untyped:.2f} the untyped post)",
+         f"<= x1.5 the untyped post: {verdict(turn / untyped <= 1.5)}"),
+        ("same body, SDK without typed parsing (SSE events as dicts)", ms(untyped), "-"),
+        ("same body, SDK without typed parsing (raw SSE bytes)", ms(raw), "-"),
+        ("same body, SDK typed streaming (fields as arguments)", f"{ms(typed)} (turn is x{turn / typed:.2f} of it)",
+         "-"),
+        ("same body, SDK typed streaming (body as extra_body)", f"{ms(typed_eb)} (turn is x{turn / typed_eb:.2f} of it)",
+         "-"),
+    ]
+    items = shape["items"]
+    notes = [
+        "",
+        f"Medians. Load: {LOAD_PAIRS} interleaved pairs of fresh processes, with SHIRO_NO_WARMUP=1 (the process exits",
+        "at once and would cut the warm-up thread short); the %load_ext line alone is timed inside the first-turn",
+        f"processes, warm-up on. First turns: {COLD_REPEATS} fresh processes per variant, interleaved, each in a new",
+        f"folder (nothing to resume). Warm rows: {WARM_ROUNDS} rounds in one process, `%shiro --wait --new hi`, each SDK",
+        (f"call posting the very body its round's turn sent ({shape['bytes'] / 1000:.1f} kB: {items} input "
+         f"item{'s' if items != 1 else ''}, {shape['tools']} tools)."),
+        "SDK untyped: client.post('/responses', body=..., stream=True, cast_to=object, stream_cls=openai.Stream[object]);",
+        "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(). Fake server: 127.0.0.1, in the",
+        "benchmark process. Children cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset).",
+        f"(this script: {time.perf_counter() - started:.0f} s)",
+    ]
+    print(table(("measure", "figure", "goal (issue 15)"), rows, notes))
+
+
+if __name__ == "__main__":
+    main()

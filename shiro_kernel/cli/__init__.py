@@ -1,0 +1,67 @@
+"""The ``shiro`` console script: shiro's stores from a terminal (``SHIRO_HOME`` as in the kernel).
+
+    shiro sessions                 the last 15 sessions (``-n N``, ``--all``)
+    shiro sessions show ID         one session's transcript, by id or unique prefix (``--json``: raw)
+    shiro history                  this project's prompt history (``--json`` for the labextension)
+    shiro notes | memory | bundle  the project's memory (:mod:`shiro_kernel.cli.memory`)
+
+Each subcommand is a :class:`Command`: ``add_arguments(parser)`` declares its options and ``run(args)``
+prints to stdout and returns the exit code. A :class:`~shiro_kernel.errors.ShiroError` from any of them
+becomes one line on stderr, ``shiro: <sentence>``, and exit code 1 — here, in :func:`main`, only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import __version__
+from ..errors import ShiroError
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+def commands() -> list[Command]:
+    """Every subcommand, in the order ``shiro --help`` shows them."""
+    from . import memory, sessions
+
+    return [*sessions.COMMANDS, *memory.COMMANDS]
+
+
+def build_parser(table: list[Command] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    parser = argparse.ArgumentParser(prog="shiro", description="shiro_kernel: the %shiro notebook agent's stores.")
+    parser.add_argument("--version", action="version", version=f"shiro_kernel {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    by_name: dict[str, Command] = {}
+    for command in table if table is not None else commands():
+        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help))
+        by_name[command.name] = command
+    return parser, by_name
+
+
+def main(argv: list[str] | None = None, table: list[Command] | None = None) -> int:
+    parser, by_name = build_parser(table)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return by_name[args.command].run(args)
+    except ShiroError as exc:
+        print(f"shiro: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `shiro sessions | head`
+        return 0
+
+
+__all__ = ["Command", "build_parser", "commands", "main"]

@@ -1,0 +1,118 @@
+"""Cell change detection: a fingerprint of every cell of the notebook on disk, taken at the end of
+each turn and kept with the session (record key ``cells``); at the start of the next turn the cells
+added, edited, deleted or run outside the agent since then are summarised for the model.
+
+The notebook is read as JSON (nbformat 4 is plain JSON); an older format goes through nbformat,
+imported lazily. A fingerprint row is ``{"key", "sha1", "count", "head"}``: the cell id (else ``#<index>``), the sha1 of
+the source, the execution count, and the first line of the source (so a deleted cell can be named).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from ..text import first_line
+
+HEADER = "Since your last turn the user changed the notebook:"
+LIMIT = 1500
+HEAD_CHARS = 100
+
+
+def _first_line(source: str) -> str:
+    return first_line(source, HEAD_CHARS, "…") or "(empty)"
+
+
+def _is_agent_cell(source: str) -> bool:
+    head = source.lstrip()
+    return head.startswith("%shiro") or head.startswith("%%shiro")
+
+
+def fingerprint(path: str | Path | None) -> list[dict[str, Any]] | None:
+    """The fingerprint of every cell of the notebook at ``path``; None when it cannot be read."""
+    if path is None or not Path(path).is_file():
+        return None
+    try:
+        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(nb, dict):
+        return None
+    version = nb.get("nbformat")
+    if not isinstance(version, int) or version < 4 or not isinstance(nb.get("cells"), list):
+        # an old format (cells inside worksheets): let nbformat convert it. Imported only here: it
+        # costs ~1 s, which the usual v4 notebook (plain JSON) does not pay before every first turn.
+        try:
+            import nbformat
+
+            nb = nbformat.read(str(path), as_version=4)
+        except Exception:
+            return None
+    rows: list[dict[str, Any]] = []
+    for index, cell in enumerate(nb.get("cells", [])):
+        if not isinstance(cell, dict):
+            return None
+        source = cell.get("source", "")
+        if isinstance(source, list):
+            source = "".join(s for s in source if isinstance(s, str))
+        if not isinstance(source, str):
+            source = ""
+        cid = cell.get("id")
+        rows.append({
+            "key": str(cid) if cid else f"#{index}",
+            "sha1": hashlib.sha1(source.encode("utf-8")).hexdigest(),
+            "count": cell.get("execution_count"),
+            "head": _first_line(source),
+            "agent": _is_agent_cell(source),
+        })
+    return rows
+
+
+def valid(rows: Any) -> list[dict[str, Any]] | None:
+    """``rows`` when they look like a fingerprint (as read back from a record), else None."""
+    if not isinstance(rows, list):
+        return None
+    good = [r for r in rows if isinstance(r, dict) and isinstance(r.get("key"), str) and isinstance(r.get("sha1"), str)]
+    return good if len(good) == len(rows) else None
+
+
+def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) -> list[str]:
+    """One line per changed cell (``edited cell 3: x = 2``), in notebook order, deleted cells last.
+    Cells are numbered from 1 as they stand now (deleted ones: as they stood)."""
+    if old is None or new is None:
+        return []
+    before = {r["key"]: r for r in old}
+    now_keys = {r["key"] for r in new}
+    lines: list[str] = []
+    for number, row in enumerate(new, 1):
+        prev = before.get(row["key"])
+        if prev is None:
+            lines.append(f"- added cell {number}: {row.get('head', '')}")
+        elif prev.get("sha1") != row["sha1"]:
+            lines.append(f"- edited cell {number}: {row.get('head', '')}")
+        elif prev.get("count") != row.get("count") and row.get("count") is not None and not row.get("agent"):
+            lines.append(f"- ran cell {number} (execution count {row.get('count')}): {row.get('head', '')}")
+    for number, row in enumerate(old, 1):
+        if row["key"] not in now_keys:
+            lines.append(f"- deleted cell {number} (as it was numbered then): {row.get('head', '')}")
+    return lines
+
+
+def block(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None, limit: int = LIMIT) -> str:
+    """The system-prompt block (at most ``limit`` characters); '' when nothing changed."""
+    lines = changes(old, new)
+    if not lines:
+        return ""
+    out = [HEADER]
+    size = len(HEADER)
+    for index, line in enumerate(lines):
+        rest = len(lines) - index
+        tail = f"\n- … and {rest} more"
+        if size + 1 + len(line) + (len(tail) if rest > 1 else 0) > limit:
+            out.append(tail.strip("\n"))
+            break
+        out.append(line)
+        size += 1 + len(line)
+    return "\n".join(out)

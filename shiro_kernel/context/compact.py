@@ -1,0 +1,69 @@
+"""``/compact``: the model summarises the whole session, and the summary replaces the transcript.
+
+Unlike automatic pruning (:mod:`shiro_kernel.prune`, wire copy only), this replaces the session's
+real message list, so it is irreversible for that session. A failed or empty summary changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderError
+from ..events import Done, Error
+from ..transcript import Message
+from . import rules
+from .prune import DEFAULT_THRESHOLD, detach_provider_items, prune_to_fit
+
+#: the seed's /compact system prompt, verbatim
+COMPACT_SYSTEM = (
+    "Summarize this coding session for use as the sole context of a fresh session. Keep: the user goal, "
+    "files touched with paths, decisions made, commands run and their outcome, and what remains to be done. "
+    "Drop pleasantries and full file contents. Write it as notes, not prose."
+)
+SUMMARY_PREFIX = "Summary of the session so far:\n\n"
+EMPTY_SUMMARY = "The model returned an empty summary; the session was left as it was."
+
+
+def compact_message(before: int, after: int) -> str:
+    """The UI line after a successful ``/compact``."""
+    return f"compacted {before} messages into {after}"
+
+
+def _summarise(provider: Any, messages: list[Message]) -> tuple[str | None, Error | None]:
+    text: str | None = None
+    error: Error | None = None
+    for event in provider.stream(COMPACT_SYSTEM, messages, [], None):
+        if isinstance(event, Done):
+            text = event.message.text
+        elif isinstance(event, Error):
+            error = event
+    return text, error
+
+
+def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THRESHOLD) -> tuple[int, int]:
+    """Summarise ``session.messages`` with one model call (no tools) and replace them with ONE user
+    message ``Summary of the session so far:\\n\\n<text>``. Returns ``(before, after)`` message counts
+    (``(0, 0)`` for an empty history). A failed or empty summary raises
+    :class:`~shiro_kernel.errors.ProviderError` and leaves the transcript untouched."""
+    before = len(session.messages)
+    if before == 0:
+        return 0, 0
+    settings = getattr(provider, "settings", None)
+    wire, _ = rules.check_and_repair(session.messages, store=bool(getattr(settings, "store", True)),
+                                     keep_pending=False)
+    wire = prune_to_fit(wire, threshold).messages  # a history past the threshold would not fit the model
+    text, error = _summarise(provider, wire)
+    if error is not None and error.kind == "item_not_found":
+        text, error = _summarise(provider, detach_provider_items(wire))  # the provider lost a stored item
+    if error is not None:
+        raise ProviderError(error.message, error.status)
+    if not text or not text.strip():
+        raise ProviderError(EMPTY_SUMMARY)
+    session.messages[:] = [Message.user(SUMMARY_PREFIX + text.strip())]
+    changed = getattr(session, "changed", None)
+    if callable(changed):
+        changed()
+    return before, 1
+
+
+__all__ = ["COMPACT_SYSTEM", "EMPTY_SUMMARY", "SUMMARY_PREFIX", "compact_message", "compact_session"]

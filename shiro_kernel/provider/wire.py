@@ -1,0 +1,312 @@
+"""The two wire formats (Responses and Chat Completions), as pure functions over dicts.
+
+Building a request from the transcript and parsing a response (streamed or not) back into it
+happen here, with no network and no ``openai`` import, so they are tested against recorded real
+API payloads. :mod:`shiro_kernel.provider` does the network part.
+
+Replay rules (Responses API):
+
+* ``store`` on: a part carrying a provider item id goes out as ``{"type": "item_reference", "id": …}``
+  — the provider still holds the item, reasoning included.
+* ``store`` off: nothing is stored, so everything goes inline. Messages and function calls carry
+  no id. A reasoning item is replayed as ``{type, id, summary, encrypted_content}``: the OpenAPI
+  schema requires ``id`` on a reasoning input item, and the real API accepts it with its encrypted
+  content when ``store`` is false (recorded in the ``round_trips_encrypted_reasoning`` cassette).
+  Reasoning with no encrypted content (or no id) cannot be replayed and is left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..events import ReasoningDelta, TextDelta, Usage
+from ..transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from .pricing import cost_usd
+
+
+# -- requests -----------------------------------------------------------------------------------
+def responses_tools(specs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "name": s["name"], "description": s["description"], "parameters": s["parameters"],
+         "strict": _strict_ok(s["parameters"])}
+        for s in specs
+    ]
+
+
+def chat_tools(specs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {"name": s["name"], "description": s["description"],
+                                          "parameters": s["parameters"], "strict": _strict_ok(s["parameters"])}}
+        for s in specs
+    ]
+
+
+def _strict_ok(schema: dict[str, Any]) -> bool:
+    """Strict mode needs every property required and no additional properties."""
+    props = schema.get("properties", {})
+    return schema.get("additionalProperties") is False and set(schema.get("required", [])) == set(props)
+
+
+def responses_input(messages: list[Message], *, store: bool) -> list[dict[str, Any]]:
+    """The transcript as Responses API ``input`` items (system messages go to ``instructions``)."""
+    items: list[dict[str, Any]] = []
+    for msg in messages:
+        if msg.role == "system":
+            continue
+        if msg.role == "user":
+            items.append({"role": "user", "content": msg.text})
+        elif msg.role == "tool":
+            for res in msg.tool_results():
+                items.append({"type": "function_call_output", "call_id": res.call_id, "output": res.output})
+        else:
+            for part in msg.parts:
+                item = _assistant_item(part, store)
+                if item is not None:
+                    items.append(item)
+    return items
+
+
+def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
+    if store and part.item_id:
+        return {"type": "item_reference", "id": part.item_id}
+    if isinstance(part, ReasoningPart):
+        if not (part.encrypted and part.item_id):
+            return None  # nothing replayable: the provider would only know it by a stored id
+        return {"type": "reasoning", "id": part.item_id,
+                "summary": [{"type": "summary_text", "text": s} for s in part.summary],
+                "encrypted_content": part.encrypted}
+    if isinstance(part, TextPart):
+        if not part.text:
+            return None
+        # The output-message shape (as Codex CLI replays with store off), not the easy `content: str` form:
+        # after a reasoning item the API needs the model's own output item, not a new assistant input.
+        item: dict[str, Any] = {"type": "message", "role": "assistant",
+                                "content": [{"type": "output_text", "text": part.text}]}
+        if part.meta.get("phase"):
+            item["phase"] = part.meta["phase"]
+        return item
+    if isinstance(part, ToolCallPart):
+        return {"type": "function_call", "call_id": part.call_id, "name": part.name, "arguments": part.arguments}
+    return None
+
+
+def chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """The transcript as Chat Completions ``messages``. Reasoning is not replayable there."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for msg in messages:
+        if msg.role in ("system", "user"):
+            out.append({"role": msg.role, "content": msg.text})
+        elif msg.role == "tool":
+            for res in msg.tool_results():
+                out.append({"role": "tool", "tool_call_id": res.call_id, "content": res.output})
+        else:
+            calls = msg.tool_calls()
+            if not msg.text and not calls:
+                continue  # a reasoning-only message has nothing to say on this API
+            entry: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+            if calls:
+                entry["tool_calls"] = [
+                    {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in calls
+                ]
+            out.append(entry)
+    return out
+
+
+# -- responses: parsing -------------------------------------------------------------------------
+def _reasoning_part(item: dict[str, Any]) -> ReasoningPart:
+    summary = [s.get("text", "") for s in item.get("summary") or [] if isinstance(s, dict)]
+    if not summary and item.get("content"):  # open-weight servers put reasoning text in `content`
+        summary = [c.get("text", "") for c in item["content"] if isinstance(c, dict)]
+    return ReasoningPart(summary, item.get("encrypted_content"), item_id=item.get("id"))
+
+
+def parts_from_output_item(item: dict[str, Any]) -> list[Part]:
+    """One Responses ``output`` item as transcript parts (a message may hold several texts)."""
+    kind = item.get("type")
+    if kind == "reasoning":
+        return [_reasoning_part(item)]
+    if kind == "message":
+        texts = [c.get("text", "") for c in item.get("content") or []
+                 if isinstance(c, dict) and c.get("type") in ("output_text", "text")]
+        refusal = [c.get("refusal", "") for c in item.get("content") or []
+                   if isinstance(c, dict) and c.get("type") == "refusal"]
+        meta = {"phase": item["phase"]} if item.get("phase") else {}
+        return [TextPart("".join(texts + refusal), item_id=item.get("id"), meta=meta)]
+    if kind == "function_call":
+        return [ToolCallPart(str(item.get("call_id") or item.get("id")), str(item.get("name", "")),
+                             item.get("arguments") or "", item_id=item.get("id"))]
+    return []  # built-in tools and other item types are not ours
+
+
+def responses_usage(model: str, usage: dict[str, Any] | None) -> Usage:
+    if not usage:
+        return Usage()
+    i, o = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
+    return Usage(i, o, cost_usd(model, i, o))
+
+
+def parse_response(resp: dict[str, Any], model: str | None = None) -> tuple[Message, Usage]:
+    """A complete (non-streamed) Responses API ``Response`` body."""
+    parts = [p for item in resp.get("output") or [] for p in parts_from_output_item(item)]
+    return Message("assistant", parts), responses_usage(model or resp.get("model", ""), resp.get("usage"))
+
+
+class ResponsesStream:
+    """Folds Responses SSE events (as dicts) into deltas and, at the end, the assistant message.
+
+    ``feed`` returns the deltas to show now. Items are taken from ``response.output_item.done``
+    (complete, with the final encrypted content); ``response.completed`` supplies usage and, when
+    present, the authoritative ``output`` list.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.items: dict[int, dict[str, Any]] = {}
+        self.final: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.shown = False  # has anything visible been delivered yet?
+        self.text: list[str] = []  # every text delta, for what an aborted stream keeps
+
+    def feed(self, event: dict[str, Any]) -> list[TextDelta | ReasoningDelta]:
+        kind = event.get("type", "")
+        if kind == "response.output_text.delta" and event.get("delta"):
+            self.shown = True
+            self.text.append(event["delta"])
+            return [TextDelta(event["delta"])]
+        if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta") and event.get("delta"):
+            self.shown = True
+            return [ReasoningDelta(event["delta"])]
+        if kind == "response.output_item.added" and (event.get("item") or {}).get("type") == "function_call":
+            self.shown = True
+        elif kind == "response.output_item.done":
+            self.items[int(event.get("output_index", len(self.items)))] = event.get("item") or {}
+        elif kind in ("response.completed", "response.incomplete"):
+            self.final = event.get("response") or {}
+        elif kind == "response.failed":
+            err = (event.get("response") or {}).get("error") or {}
+            self.error = err.get("message") or "the response failed"
+        elif kind == "error":
+            self.error = event.get("message") or (event.get("error") or {}).get("message") or "stream error"
+        return []
+
+    @property
+    def complete(self) -> bool:
+        return self.final is not None
+
+    def partial(self) -> Message:
+        """What arrived before the stream was stopped: its text only, with no provider id (the
+        provider never finished the item, so it cannot be referred to)."""
+        text = "".join(self.text)
+        return Message("assistant", [TextPart(text, meta={"incomplete": "aborted"})] if text else [])
+
+    def result(self) -> tuple[Message, Usage]:
+        final = self.final or {}
+        streamed = [self.items[i] for i in sorted(self.items)]
+        # The completed ``output`` decides which items exist and their order, but an item also seen in
+        # ``response.output_item.done`` is taken from there: the API re-encrypts ``encrypted_content``
+        # each time it serialises a reasoning item, and the done-event blob is the one real clients
+        # replay successfully (pydantic-ai phase_streamed_on_part_start cassette, 2nd request).
+        done = {item["id"]: item for item in streamed if item.get("id")}
+        output = [done.get(item.get("id"), item) for item in final.get("output") or []] or streamed
+        parts = [p for item in output for p in parts_from_output_item(item)]
+        if final.get("status") == "incomplete":
+            reason = (final.get("incomplete_details") or {}).get("reason")
+            for p in parts:
+                if isinstance(p, TextPart):
+                    p.meta["incomplete"] = reason or True
+        return Message("assistant", parts), responses_usage(final.get("model") or self.model, final.get("usage"))
+
+
+# -- chat completions: parsing ------------------------------------------------------------------
+def chat_usage(model: str, usage: dict[str, Any] | None) -> Usage:
+    if not usage:
+        return Usage()
+    i, o = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    return Usage(i, o, cost_usd(model, i, o))
+
+
+def parse_chat_completion(resp: dict[str, Any], model: str | None = None) -> tuple[Message, Usage]:
+    choices = resp.get("choices") or [{}]
+    msg = choices[0].get("message") or {}
+    parts: list[Part] = []
+    reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(ReasoningPart([reasoning]))
+    if msg.get("content") or msg.get("refusal"):
+        parts.append(TextPart(msg.get("content") or msg.get("refusal") or ""))
+    for call in msg.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        parts.append(ToolCallPart(str(call.get("id")), str(fn.get("name", "")), fn.get("arguments") or ""))
+    return Message("assistant", parts), chat_usage(model or resp.get("model", ""), resp.get("usage"))
+
+
+class ChatStream:
+    """Folds Chat Completions chunks (as dicts) into deltas and, at the end, the assistant message."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.usage: dict[str, Any] | None = None
+        self.finish: str | None = None
+        self.shown = False
+
+    def feed(self, chunk: dict[str, Any]) -> list[TextDelta | ReasoningDelta]:
+        out: list[TextDelta | ReasoningDelta] = []
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        if chunk.get("model"):
+            self.model = chunk["model"] if not self.model else self.model
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(reasoning, str) and reasoning:
+                self.reasoning.append(reasoning)
+                out.append(ReasoningDelta(reasoning))
+            if delta.get("content"):
+                self.text.append(delta["content"])
+                out.append(TextDelta(delta["content"]))
+            for tc in delta.get("tool_calls") or []:
+                slot = self.calls.setdefault(int(tc.get("index", len(self.calls))), {"id": "", "name": "", "args": []})
+                fn = tc.get("function") or {}
+                if tc.get("id"):
+                    slot["id"] = tc["id"]
+                if fn.get("name"):
+                    slot["name"] += fn["name"]
+                if fn.get("arguments"):
+                    slot["args"].append(fn["arguments"])
+            if choice.get("finish_reason"):
+                self.finish = choice["finish_reason"]
+        if out or self.calls:
+            self.shown = True
+        return out
+
+    @property
+    def complete(self) -> bool:
+        return self.finish is not None
+
+    def partial(self) -> Message:
+        text = "".join(self.text)
+        return Message("assistant", [TextPart(text, meta={"incomplete": "aborted"})] if text else [])
+
+    def result(self) -> tuple[Message, Usage]:
+        parts: list[Part] = []
+        if self.reasoning:
+            parts.append(ReasoningPart(["".join(self.reasoning)]))
+        if self.text:
+            parts.append(TextPart("".join(self.text)))
+        for i in sorted(self.calls):
+            c = self.calls[i]
+            parts.append(ToolCallPart(c["id"] or f"call_{i}", c["name"], "".join(c["args"])))
+        return Message("assistant", parts), chat_usage(self.model, self.usage)
+
+
+
+
+__all__ = [
+    "ChatStream", "ResponsesStream", "chat_messages", "chat_tools", "parse_chat_completion",
+    "parse_response", "parts_from_output_item", "responses_input", "responses_tools",
+]

@@ -1,0 +1,134 @@
+"""Debounced autosave of the current session (the seed's 400 ms), off the caller's thread.
+
+Every ``session.changed()`` restarts a ``delay`` countdown; when it runs out the record is written on a
+timer thread, never on the caller's. A long burst of changes (a long tool loop) is written at least every
+``max_wait`` seconds, so a kernel that dies mid-turn loses at most that much. A failed write on the timer
+thread is handed to ``on_error`` (it never raises there); :meth:`Autosaver.flush` raises it instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from collections.abc import Callable
+
+from ..errors import StoreError
+from ..session import Session
+from .sessions import SessionStore
+
+AUTOSAVE_DELAY = 0.4
+#: a long tool loop keeps restarting the debounce; past this many seconds of changes it writes anyway
+AUTOSAVE_MAX_WAIT = 5.0
+
+
+class Autosaver:
+    """Saves ``session`` into ``store`` after changes. ``writes`` counts successful writes and
+    ``saved_messages`` is the message count of the last one (what a footer may truthfully call saved).
+
+    ``close()`` cancels the countdown, writes if the session has messages and stops listening (called
+    at shutdown; registered with ``atexit`` unless ``at_exit`` is False)."""
+
+    def __init__(self, store: SessionStore, session: Session, model_getter: Callable[[], str],
+                 delay: float = AUTOSAVE_DELAY, *, at_exit: bool = True,
+                 on_error: Callable[[StoreError], None] | None = None) -> None:
+        self.store = store
+        self.session = session
+        self.model_getter = model_getter
+        self.delay = delay
+        self.max_wait = AUTOSAVE_MAX_WAIT
+        self.on_error = on_error or (lambda exc: None)
+        self.writes = 0
+        self.saved_messages = 0
+        self._first_change = 0.0
+        self._timer: threading.Timer | None = None
+        self._deadline = 0.0
+        self._lock = threading.Lock()
+        self._save_lock = threading.Lock()
+        self._closed = False
+        session.listeners.append(self._on_change)
+        self._at_exit = at_exit
+        if at_exit:
+            atexit.register(self.close)
+
+    @property
+    def pending(self) -> bool:
+        """A write is scheduled."""
+        return self._timer is not None
+
+    def _on_change(self, _session: Session) -> None:
+        if self._closed:
+            return
+        with self._lock:
+            now = time.monotonic()
+            if self._timer is None:
+                self._first_change = now
+                self._deadline = now + self.delay
+                self._start(self.delay)
+            else:
+                self._deadline = min(now + self.delay, self._first_change + self.max_wait)
+
+    def _start(self, seconds: float) -> None:
+        timer = threading.Timer(seconds, self._fire)
+        timer.daemon = True
+        timer.name = "shiro-autosave"
+        self._timer = timer
+        timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._timer is None or threading.current_thread() is not self._timer:
+                return  # cancelled or superseded
+            remaining = self._deadline - time.monotonic()
+            if remaining > 0.001:  # changed again since: wait out the rest of the countdown
+                self._start(remaining)
+                return
+            self._timer = None
+        try:
+            self._write()
+        except StoreError as exc:  # never raise on a timer thread
+            self.on_error(exc)
+
+    def _cancel(self) -> None:
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+
+    def _write(self) -> bool:
+        with self._save_lock:
+            count = len(self.session.messages)
+            written = self.store.save(self.session, model=self.model_getter())
+            if written:
+                self.writes += 1
+                self.saved_messages = count
+            return written
+
+    def flush(self) -> bool:
+        """Write now (cancelling the countdown); False when there was nothing to write. Raises
+        :class:`~shiro_kernel.errors.StoreError` when the write failed."""
+        self._cancel()
+        return self._write()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._cancel()
+        try:
+            self.session.listeners.remove(self._on_change)
+        except ValueError:
+            pass
+        if self._at_exit:
+            try:
+                atexit.unregister(self.close)
+            except Exception:
+                pass
+        if self.session.messages:
+            try:
+                self._write()
+            except StoreError as exc:
+                self.on_error(exc)
+
+
+__all__ = ["AUTOSAVE_DELAY", "AUTOSAVE_MAX_WAIT", "Autosaver"]

@@ -1,0 +1,108 @@
+"""The one place for writing files: atomic writes, file locks, and reading JSON that may be corrupt.
+
+* :func:`write_atomic` writes a temporary file in the same folder, fsyncs it and renames it over the
+  target, so a reader (or a kernel killed mid-write) sees the old file or the new one, never half.
+* :func:`locked` is an exclusive cross-process lock (``filelock``) on ``<file>.lock`` for stores shared
+  by several kernels: read-modify-write under it and nobody loses an update.
+* :func:`read_json` tells "missing" from "corrupt"; a corrupt file is set aside as
+  ``<name>.corrupt-<time>`` by :func:`quarantine` before anything overwrites it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorruptFile, StoreError
+
+#: seconds to wait for another kernel holding a store's lock
+LOCK_TIMEOUT = 30.0
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically. Raises :class:`StoreError` (what failed, where) when the
+    disk refuses: full, read-only, no permission."""
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise StoreError(f"could not write {path} ({_why(exc)})") from exc
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):
+            raise StoreError(f"could not write {path} ({_why(exc)})") from exc
+        raise
+
+
+def write_json(path: Path, value: Any) -> None:
+    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """The parsed file; ``None`` when it does not exist; :class:`CorruptFile` when it cannot be parsed."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise CorruptFile(Path(path), str(exc)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CorruptFile(Path(path), f"{exc.msg} at line {exc.lineno}") from None
+
+
+def quarantine(path: Path) -> Path:
+    """Move a corrupt file aside (never delete it) and return where it went."""
+    target = Path(path).with_name(f"{Path(path).name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    n = 1
+    while target.exists():
+        target = target.with_name(f"{target.name}-{n}")
+        n += 1
+    os.replace(path, target)
+    return target
+
+
+@contextmanager
+def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """Hold an exclusive lock on ``<path>.lock`` (works across processes and threads). Raises
+    :class:`StoreError` when the lock file cannot be made (a read-only home) or another kernel holds
+    the lock for longer than ``timeout`` seconds."""
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    lock = FileLock(str(path) + ".lock", timeout=timeout)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock.acquire()
+    except Timeout:
+        raise StoreError(f"{path} is locked by another kernel for more than {timeout:g} s") from None
+    except OSError as exc:
+        raise StoreError(f"could not lock {path} ({_why(exc)})") from exc
+    try:
+        yield
+    finally:
+        lock.release()

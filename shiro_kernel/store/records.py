@@ -1,0 +1,91 @@
+"""A session record: the seed's JSON for one :class:`~shiro_kernel.session.Session` (2-space indent)::
+
+    {"id", "createdAt", "updatedAt", "cwd", "provider": "openai", "model", "title",
+     "inputTokens", "outputTokens", "costUsd" (omitted when unpriced),
+     "notebook": {"todos": [...]}, "notebookPath", "cells" (the notebook's cell fingerprint at the end
+     of the last turn; omitted before the first), "messages": [...]}
+
+Pure functions, no files: :mod:`shiro_kernel.store.sessions` writes and reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from ..context.cells import valid as valid_cells
+from ..events import Usage
+from ..session import Session
+from ..text import one_line
+from ..transcript import Message, messages_from_json, messages_to_json
+from .ids import now_iso
+
+PROVIDER = "openai"
+TITLE_LIMIT = 60
+
+
+def title_of(messages: Iterable[Message]) -> str:
+    """The first user message's text (whitespace collapsed to single spaces, so a ``%%shiro`` cell
+    body stays one line); over 60 characters: the first 60 + ``...``; none: ``untitled``."""
+    for message in messages:
+        if message.role == "user" and message.text.strip():
+            return one_line(message.text, TITLE_LIMIT, room=False)
+    return "untitled"
+
+
+def session_to_record(session: Session, model: str | None = None, *, updated_at: str | None = None
+                      ) -> dict[str, Any]:
+    """The record of ``session``; ``model`` defaults to the one its last turn used."""
+    messages = list(session.messages)  # a snapshot: the turn loop may append meanwhile
+    record: dict[str, Any] = {
+        "id": session.id,
+        "createdAt": session.created_at,
+        "updatedAt": updated_at or now_iso(),
+        "cwd": session.cwd,
+        "provider": PROVIDER,
+        "model": session.model or model or "",
+        "title": title_of(messages),
+        "inputTokens": session.usage.input_tokens,
+        "outputTokens": session.usage.output_tokens,
+    }
+    if session.usage.cost_usd is not None:
+        record["costUsd"] = session.usage.cost_usd
+    record["notebook"] = {"todos": session.tasks.state()}
+    record["notebookPath"] = None if session.notebook_path is None else str(session.notebook_path)
+    if session.cells is not None:
+        record["cells"] = list(session.cells)
+    record["messages"] = messages_to_json(messages)
+    return record
+
+
+def check_record(record: Any) -> dict[str, Any]:
+    """``record`` if it has the shape of a session record; ValueError otherwise."""
+    if not isinstance(record, dict):
+        raise ValueError("a session record must be a JSON object")
+    if not isinstance(record.get("messages"), list):
+        raise ValueError("a session record needs a messages list")
+    return record
+
+
+def session_from_record(record: dict[str, Any]) -> Session:
+    """A Session with the record's messages, totals and task list (the model and agent variant are not
+    restored: they come from the current config). Raises ValueError for a malformed record."""
+    record = check_record(record)
+    cost = record.get("costUsd")
+    session = Session(
+        id=str(record["id"]),
+        created_at=str(record.get("createdAt") or now_iso()),
+        cwd=str(record.get("cwd") or os.getcwd()),
+        notebook_path=record.get("notebookPath") if isinstance(record.get("notebookPath"), str) else None,
+        messages=messages_from_json(record["messages"]),
+        usage=Usage(int(record.get("inputTokens") or 0), int(record.get("outputTokens") or 0),
+                    float(cost) if isinstance(cost, (int, float)) else None),
+    )
+    notebook = record.get("notebook")
+    session.tasks.restore(notebook.get("todos") if isinstance(notebook, dict) else None)
+    session.cells = valid_cells(record.get("cells"))
+    return session
+
+
+__all__ = ["PROVIDER", "TITLE_LIMIT", "check_record", "session_from_record", "session_to_record", "title_of"]

@@ -1,0 +1,356 @@
+"""The live, non-blocking turn: the turn loop on a worker thread, the view on the kernel's thread.
+
+* Every event of the turn is handed to the kernel's thread through an :class:`Inbox` (a queue drained
+  by ``loop.call_soon_threadsafe``), where the widget view is updated.
+* Tools run on the kernel's main thread (``TurnOptions.runner`` posts the job and waits on a
+  ``concurrent.futures.Future``): user code never runs off the main thread.
+* Approval: the worker waits on a ``threading.Event`` that a button click sets; a turn stopped while
+  a call waits leaves that call pending (``LATER``), to be asked again next turn.
+* One :class:`LiveController` per agent holds the running turn and the in-memory prompt queue: a
+  ``%shiro`` typed while a turn runs is queued; when a turn ends exactly one queued prompt starts.
+  Stop and a kernel interrupt abort the turn and clear the queue. Nothing is persisted.
+
+The controller owns submitting a prompt (:meth:`LiveController.submit_prompt`: the view, its display,
+the queue). Background turns are used only when a widget frontend exists
+(:func:`~shiro_kernel.ui.kernel.widget_frontend`); nbclient, papermill, terminal IPython and ``--wait``
+keep the blocking path (:mod:`~shiro_kernel.ui.text_view`).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ShiroError
+from ..events import Event, TurnEnd, Usage
+from ..turn import LATER
+from . import kernel
+from .render import short_args
+from .text_view import context_percent, final_bundle
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+
+# -- the hand-over to the kernel's thread -----------------------------------------------------------
+class Inbox:
+    """Callables posted from any thread, run on the kernel's thread in order. With a loop, each post
+    schedules a drain; without one (tests, or a blocking ``--wait``), whoever waits drains."""
+
+    def __init__(self, loop: Any = None) -> None:
+        self.loop = loop
+        self._q: queue.SimpleQueue[Callable[[], Any]] = queue.SimpleQueue()
+        self._ready = threading.Event()
+
+    def post(self, fn: Callable[[], Any]) -> None:
+        self._q.put(fn)
+        self._ready.set()
+        loop = self.loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(self._drain_in_loop)
+            except RuntimeError:  # the loop is closed (kernel shutting down)
+                pass
+
+    def _drain_in_loop(self) -> None:
+        try:
+            self.drain()
+        except KeyboardInterrupt:  # an interrupt racing the end of a tool job: never into the kernel's loop
+            pass
+
+    def drain(self) -> int:
+        n = 0
+        self._ready.clear()
+        while True:
+            try:
+                fn = self._q.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
+            try:
+                fn()
+            except KeyboardInterrupt:
+                raise
+            except Exception:  # a view error must not stop the hand-over
+                import traceback
+
+                traceback.print_exc(file=sys.__stderr__)
+
+    def wait(self, timeout: float) -> None:
+        self._ready.wait(timeout)
+
+    def call_later(self, delay: float, fn: Callable[[], Any]) -> Any:
+        if self.loop is not None:
+            return self.loop.call_later(delay, fn)
+        timer = threading.Timer(delay, lambda: self.post(fn))
+        timer.daemon = True
+        timer.start()
+        return timer
+
+
+# -- one turn ------------------------------------------------------------------------------------------
+@dataclass
+class LiveTurn:
+    """A prompt with its view and its cell (``parent``: the execute request it was typed in)."""
+
+    prompt: str
+    options: dict[str, Any] = field(default_factory=dict)
+    view: Any = None
+    parent: dict[str, Any] | None = None
+    #: on the kernel thread just before the turn starts; returns the text to show instead of running a
+    #: turn (a queued slash command) or None to run the turn
+    prepare: Callable[[LiveTurn], str | None] | None = None
+    #: builds the static bundle for the cell at the end (Markdown, HTML, turn JSON)
+    bundle: Callable[[LiveTurn], dict[str, Any]] | None = None
+    #: the display the view was shown in: the static bundle updates it in place, so the cell keeps one
+    #: output whose saved copy renders without widget state (``widget_data`` is the view's own entry)
+    display_id: str | None = None
+    widget_data: dict[str, Any] = field(default_factory=dict)
+    end: TurnEnd | None = None
+    thread: threading.Thread | None = None
+    state: str = "new"  # new | queued | running | done | dropped
+
+
+class LiveController:
+    """The running turn and the prompt queue of one agent."""
+
+    def __init__(self, agent: Agent, loop: Any = None, publish: Callable[..., None] | None = None,
+                 shell: Any = None) -> None:
+        self.agent = agent
+        self.shell = shell
+        self.inbox = Inbox(loop)
+        self.running: LiveTurn | None = None
+        self.queue: collections.deque[LiveTurn] = collections.deque()
+        self.publish = publish or (lambda bundle, parent, display_id=None: None)
+        self.finished: list[LiveTurn] = []  # ended turns, oldest first (tests; trimmed)
+        self._main_job = False  # a tool job is running on the kernel thread right now
+        self._unregister = kernel.on_interrupt(self.interrupt)
+
+    @classmethod
+    def for_kernel(cls, agent: Agent, shell: Any) -> LiveController:
+        """A controller wired to ``shell``'s kernel: its loop, the publisher, interrupts."""
+        controller = cls(agent, kernel.running_loop(shell), kernel.kernel_publisher(shell), shell=shell)
+        kernel.install_interrupt_handler(shell)
+        return controller
+
+    def close(self) -> None:
+        """Stop everything and stop listening to interrupts (``%unload_ext``)."""
+        self.stop("dropped: the extension was unloaded")
+        self.drain_until_stopped()
+        self._unregister()
+
+    @property
+    def loop(self) -> Any:
+        return self.inbox.loop
+
+    @loop.setter
+    def loop(self, value: Any) -> None:
+        self.inbox.loop = value
+
+    @property
+    def busy(self) -> bool:
+        return self.running is not None or bool(self.queue)
+
+    # -- submitting ----------------------------------------------------------------------------------
+    def submit_prompt(self, prompt: str, options: dict[str, Any], switch: dict[str, Any] | None = None) -> int:
+        """Show a live view for ``prompt`` in the current cell and start it, or queue it behind the running
+        turn (returns the 1-based position; 0 when it started). ``switch`` (``new``/``cont``/``resume``)
+        chooses the session just before the turn starts; a slash command runs then too."""
+        from IPython.display import display
+
+        from .widgets import TurnView
+
+        view = TurnView(on_stop=self.stop, call_later=self.inbox.call_later,
+                        meter=lambda: context_percent(self.agent), tasks=self.agent.tasks.state)
+        prepare = self._prepare(prompt, switch) if switch is not None or prompt.startswith("/") else None
+        item = LiveTurn(prompt, options, view=view, parent=kernel.cell_parent(self.shell), prepare=prepare,
+                        bundle=lambda it: final_bundle(self.agent, it.view.turn_log))
+        live_bundle = view._repr_mimebundle_()
+        item.widget_data = {k: v for k, v in live_bundle.items() if k != "text/plain"}
+        handle = display(live_bundle, raw=True, display_id=True)
+        item.display_id = getattr(handle, "display_id", None)
+        position = self.submit(item)
+        if position:
+            print(f"queued (position {position})")
+        return position
+
+    def _prepare(self, prompt: str, switch: dict[str, Any] | None) -> Callable[[LiveTurn], str | None]:
+        def prepare(item: LiveTurn) -> str | None:
+            from .. import commands
+
+            try:
+                line = self.agent.start(**switch) if switch else None
+            except ShiroError as exc:
+                return f"%shiro: {exc}"
+            if not prompt:
+                return line or "ok"
+            if prompt.startswith("/"):
+                return "\n".join(x for x in (line, commands.run(self.agent, prompt)) if x)
+            return None
+
+        return prepare
+
+    def submit(self, item: LiveTurn) -> int:
+        """Start ``item`` now (returns 0) or queue it (returns its 1-based queue position)."""
+        if self.running is None and not self.queue:
+            self._start(item)
+            return 0
+        self.queue.append(item)
+        item.state = "queued"
+        self._show_queue()
+        return len(self.queue)
+
+    def _show_queue(self) -> None:
+        for position, item in enumerate(self.queue, 1):
+            if item.view is not None:
+                item.view.queued(position)
+        if self.running is not None and self.running.view is not None:
+            self.running.view.show_queue([i.prompt for i in self.queue])
+
+    def _start(self, item: LiveTurn) -> None:
+        self.running = item
+        item.state = "running"
+        text = item.prepare(item) if item.prepare else None
+        if text is not None:  # a slash command, or nothing to run
+            if item.view is not None:
+                item.view.show_text(text)
+            self._finish(item)
+            return
+        if item.view is not None:
+            item.view.running()
+            item.view.show_queue([i.prompt for i in self.queue])
+        self.agent.abort.clear()
+        item.thread = threading.Thread(target=self._work, args=(item,), name="shiro-turn", daemon=True)
+        item.thread.start()
+
+    def _finish(self, item: LiveTurn) -> None:
+        item.state = "done" if item.state == "running" else item.state
+        self.finished = [*self.finished[-20:], item]
+        if self.running is item:
+            self.running = None
+        if self.queue:
+            nxt = self.queue.popleft()
+            self._show_queue()
+            self._start(nxt)
+
+    # -- the worker thread ----------------------------------------------------------------------------
+    def _work(self, item: LiveTurn) -> None:
+        post = self.inbox.post
+
+        def on_event(event: Event) -> None:
+            post(lambda: self._on_event(item, event))
+
+        try:
+            opts = item.options
+            end = self.agent.ask(item.prompt, on_event=on_event, model=opts.get("model"), agent=opts.get("agent"),
+                                 memory=opts.get("memory"), headless=False, keep_abort=True,
+                                 approver=lambda call, tool: self._approve(item, call),
+                                 runner=self._run_on_kernel)
+        except BaseException as exc:  # noqa: BLE001 - the view must always end
+            end = TurnEnd("error", Usage(0, 0, None), error=f"the turn failed: {type(exc).__name__}: {exc}")
+            on_event(end)
+        item.end = end
+        post(lambda: self._finish(item))
+
+    def _on_event(self, item: LiveTurn, event: Event) -> None:
+        if item.view is not None:
+            item.view.feed(event)
+        if isinstance(event, TurnEnd) and item.bundle is not None:
+            item.end = event
+            try:
+                self.publish({**item.widget_data, **item.bundle(item)}, item.parent, item.display_id)
+            except Exception:
+                import traceback
+
+                traceback.print_exc(file=sys.__stderr__)
+
+    def _run_on_kernel(self, job: Callable[[], Any]) -> Any:
+        """``TurnOptions.runner``: run a tool job on the kernel's thread and wait for its result."""
+        if threading.current_thread() is threading.main_thread():
+            return job()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            self._main_job = True
+            try:
+                future.set_result(job())
+            except BaseException as exc:  # KeyboardInterrupt included: the turn turns it into an abort
+                future.set_exception(exc)
+            finally:
+                self._main_job = False
+
+        self.inbox.post(run)
+        return future.result()
+
+    def _approve(self, item: LiveTurn, call: Any) -> str:
+        """``TurnOptions.approver``: show the buttons, wait for a click (or Stop → LATER)."""
+        answered = threading.Event()
+        verdict: list[str] = []
+
+        def answer(value: str) -> None:
+            verdict.append(value)
+            answered.set()
+
+        if item.view is None:
+            return LATER
+        self.inbox.post(lambda: item.view.ask(call.name, short_args(call.arguments), answer))
+        abort = self.agent.abort
+        while not answered.wait(0.05):
+            if abort.is_set():
+                self.inbox.post(item.view.clear_approval)
+                return LATER
+        return verdict[0]
+
+    # -- stopping and waiting ---------------------------------------------------------------------
+    def stop(self, why: str = "dropped: the turn before it was stopped") -> None:
+        """Stop button / kernel interrupt: abort the running turn and clear the queue."""
+        dropped, self.queue = list(self.queue), collections.deque()
+        for item in dropped:
+            item.state = "dropped"
+            if item.view is not None:
+                item.view.dropped(why)
+        if self.running is not None:
+            self.agent.abort.set()
+            if self.running.view is not None:
+                self.running.view.show_queue([])
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """On the kernel thread: run what the turns hand over until nothing runs or is queued
+        (``--wait``, tests). A KeyboardInterrupt stops everything and propagates."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                self.inbox.drain()
+                if not self.busy:
+                    return True
+                if deadline is not None and time.monotonic() > deadline:
+                    return False
+                self.inbox.wait(0.02)
+        except KeyboardInterrupt:
+            self.stop("dropped: the kernel was interrupted")
+            self.drain_until_stopped()
+            raise
+
+    def drain_until_stopped(self, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.running is not None and time.monotonic() < deadline:
+            self.inbox.drain()
+            self.inbox.wait(0.02)
+
+    def interrupt(self) -> bool:
+        """A kernel interrupt arrived; True when a tool job was running on the kernel's thread."""
+        busy = self._main_job
+        if self.busy:
+            self.stop("dropped: the kernel was interrupted")
+        return busy
+
+

@@ -1,0 +1,252 @@
+"""A turn as it is shown: events folded into a log, rendered as Markdown and plain text.
+
+The log is the single picture of a turn that every view draws from (the blocking text view here,
+the widgets later, the static bundle saved in the notebook).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import (
+    Event,
+    Notice,
+    ReasoningDelta,
+    TextDelta,
+    ToolEnd,
+    ToolStart,
+    TurnEnd,
+    Usage,
+)
+from ..text import first_line, one_line
+
+
+@dataclass
+class ToolRow:
+    call_id: str
+    name: str
+    args: str  # short form, one line
+    status: str = "running"  # running | ok | error
+    seconds: float | None = None
+    output: str = ""
+
+
+@dataclass
+class TurnLog:
+    entries: list[Any] = field(default_factory=list)  # str (text), ToolRow, Notice
+    reasoning_chars: int = 0
+    end: TurnEnd | None = None
+
+    def feed(self, event: Event) -> bool:
+        """Fold one event in; returns True when the visible picture changed."""
+        if isinstance(event, TextDelta):
+            if self.entries and isinstance(self.entries[-1], str):
+                self.entries[-1] += event.text
+            else:
+                self.entries.append(event.text)
+            return True
+        if isinstance(event, ReasoningDelta):
+            self.reasoning_chars += len(event.text)
+            return False
+        if isinstance(event, ToolStart):
+            self.entries.append(ToolRow(event.call.call_id, event.call.name, short_args(event.call.arguments)))
+            return True
+        if isinstance(event, ToolEnd):
+            for row in reversed(self.entries):
+                if isinstance(row, ToolRow) and row.call_id == event.call.call_id:
+                    row.status = "error" if event.result.is_error else "ok"
+                    row.seconds = event.seconds
+                    row.output = event.result.output
+                    break
+            return True
+        if isinstance(event, Notice):
+            self.entries.append(event)
+            return True
+        if isinstance(event, TurnEnd):
+            self.end = event
+            return True
+        return False
+
+    @property
+    def answer(self) -> str:
+        texts = [e for e in self.entries if isinstance(e, str)]
+        return texts[-1] if texts else ""
+
+
+def short_args(arguments: str, limit: int = 80) -> str:
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        value = arguments
+    if isinstance(value, dict):
+        if len(value) == 1 or "code" in value or "command" in value:
+            key = "code" if "code" in value else "command" if "command" in value else next(iter(value), "")
+            text = str(value.get(key, ""))
+        else:
+            text = ", ".join(f"{k}={v!r}" for k, v in value.items() if v is not None)
+    else:
+        text = str(value)
+    return one_line(text, limit)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return ""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def _row_line(row: ToolRow, markdown: bool) -> str:
+    mark = {"running": "…", "ok": "✓", "error": "✗"}[row.status]
+    bits = [row.status if row.status != "ok" else "ok"]
+    if row.seconds is not None:
+        bits.append(_duration(row.seconds))
+    if markdown:
+        args = row.args.replace("`", "'")
+        return f"`{mark} {row.name}` `{args}` · {' · '.join(bits)}" if args else f"`{mark} {row.name}` · {' · '.join(bits)}"
+    return f"{mark} {row.name}({row.args}) · {' · '.join(bits)}"
+
+
+def footer(usage: Usage, extra: str = "") -> str:
+    cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
+    text = f"{usage.input_tokens:,} in · {usage.output_tokens:,} out tokens{cost}"
+    return f"{text} · {extra}" if extra else text
+
+
+def to_markdown(log: TurnLog, extra: str = "") -> str:
+    out: list[str] = []
+    for entry in log.entries:
+        if isinstance(entry, str):
+            out.append(entry.strip())
+        elif isinstance(entry, ToolRow):
+            line = _row_line(entry, True)
+            if entry.status == "error" and entry.output:
+                line += f"  \n  ↳ {first_line(entry.output, 160)}"
+            out.append(line)
+        else:
+            out.append(f"> *{entry.text}*")
+    if log.end is not None:
+        if log.end.error:
+            out.append(f"**shiro:** {log.end.error}")
+        elif log.end.reason == "aborted":
+            out.append("*stopped by the user*")
+        out.append(f"<sub>{footer(log.end.usage, extra)}</sub>")
+    return "\n\n".join(s for s in out if s)
+
+
+def to_text(log: TurnLog, extra: str = "") -> str:
+    out: list[str] = []
+    for entry in log.entries:
+        if isinstance(entry, str):
+            out.append(entry.strip())
+        elif isinstance(entry, ToolRow):
+            out.append(_row_line(entry, False))
+        else:
+            out.append(f"[{entry.text}]")
+    if log.end is not None:
+        if log.end.error:
+            out.append(f"shiro: {log.end.error}")
+        elif log.end.reason == "aborted":
+            out.append("stopped by the user")
+        out.append(footer(log.end.usage, extra))
+    return "\n\n".join(s for s in out if s)
+
+
+class Throttle:
+    """Lets a call through at most every ``interval`` seconds (the last one is flushed by the caller)."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._last = 0.0
+
+    def ready(self) -> bool:
+        now = time.monotonic()
+        if now - self._last >= self.interval:
+            self._last = now
+            return True
+        return False
+
+
+# -- static rendering: what stays in the notebook without a kernel ---------------------------------------
+TURN_MIME = "application/vnd.shiro.turn+json"
+TURN_FORMAT_VERSION = 1
+_OUTPUT_KEEP = 4000  # characters of each tool output kept in the saved bundle
+
+
+def to_bundle_json(log: TurnLog, *, session_id: str | None = None, tasks: list[dict[str, Any]] | None = None,
+                   context_percent: int | None = None, resume: str | None = None) -> dict[str, Any]:
+    """The turn as ``application/vnd.shiro.turn+json`` (documented in docs/turn-format.md)."""
+    entries: list[dict[str, Any]] = []
+    for entry in log.entries:
+        if isinstance(entry, str):
+            entries.append({"type": "text", "text": entry})
+        elif isinstance(entry, ToolRow):
+            output = entry.output if len(entry.output) <= _OUTPUT_KEEP else (
+                entry.output[:_OUTPUT_KEEP] + f"\n[... {len(entry.output) - _OUTPUT_KEEP} more characters]")
+            entries.append({"type": "tool", "callId": entry.call_id, "name": entry.name, "args": entry.args,
+                            "status": entry.status, "seconds": entry.seconds, "output": output})
+        else:
+            entries.append({"type": "notice", "kind": entry.kind, "text": entry.text})
+    data: dict[str, Any] = {"version": TURN_FORMAT_VERSION, "entries": entries}
+    if session_id:
+        data["sessionId"] = session_id
+    if tasks is not None:
+        data["tasks"] = tasks
+    if log.end is not None:
+        u = log.end.usage
+        data["usage"] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "costUsd": u.cost_usd}
+        data["end"] = {"reason": log.end.reason, "error": log.end.error}
+    if context_percent is not None:
+        data["contextPercent"] = context_percent
+    if resume:
+        data["resume"] = resume
+    return data
+
+
+_MARKDOWN: Any = None
+
+
+def _md_to_html(text: str) -> str:
+    """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text."""
+    import html
+
+    try:
+        import mistune
+    except ImportError:
+        return f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'
+    global _MARKDOWN
+    if _MARKDOWN is None:  # escape=True: raw HTML in the model's text is shown, never injected
+        _MARKDOWN = mistune.create_markdown(escape=True, plugins=["table", "strikethrough"])
+    return str(_MARKDOWN(text))
+
+
+def to_html(log: TurnLog, extra: str = "") -> str:
+    """A self-contained HTML picture of the turn (GitHub, nbviewer): tool rows expand on click."""
+    import html
+
+    out = ['<div class="shiro-turn">']
+    out.extend(entry_html(entry) for entry in log.entries)
+    if log.end is not None:
+        if log.end.error:
+            out.append(f"<p><strong>shiro:</strong> {html.escape(log.end.error)}</p>")
+        elif log.end.reason == "aborted":
+            out.append("<p><em>stopped by the user</em></p>")
+        out.append(f'<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>')
+    out.append("</div>")
+    return "\n".join(out)
+
+
+def entry_html(entry: Any) -> str:
+    """One log entry as HTML: text as Markdown, a tool row as ``<details>`` (output on expand), a notice."""
+    import html
+
+    if isinstance(entry, str):
+        return _md_to_html(entry.strip())
+    if isinstance(entry, ToolRow):
+        summary = html.escape(_row_line(entry, False))
+        body = html.escape(entry.output[:_OUTPUT_KEEP])
+        return (f'<details class="shiro-tool"><summary><code>{summary}</code></summary>'
+                f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>')
+    return f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>"

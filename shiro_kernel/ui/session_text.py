@@ -1,0 +1,71 @@
+"""The lines a user reads about sessions: ``/sessions`` rows, the one ``resumed …`` line, the footer.
+
+Session ids are shown as :func:`~shiro_kernel.store.ids.short_id` (the timestamp and the first random
+digits), a prefix that resolves uniquely even for sessions started in the same minute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..session import Session
+from ..store.ids import short_id
+from ..store.index import SessionInfo
+from ..store.records import title_of
+from ..text import one_line
+
+FAREWELL_TITLE = 52
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def format_row(info: SessionInfo) -> str:
+    """``<short id>  <updatedAt[0:16] with T→space>  <n>msg  <title>``."""
+    return f"{short_id(info.id)}  {info.updated_at[:16].replace('T', ' ')}  {info.messages}msg  {info.title}"
+
+
+def format_rows(infos: Iterable[SessionInfo]) -> str:
+    """What ``/sessions`` prints: one row per session, or ``no saved sessions``."""
+    rows = [format_row(i) for i in infos]
+    return "\n".join(rows) if rows else "no saved sessions"
+
+
+def resumed_line(session: Session | SessionInfo) -> str:
+    """``resumed <short id> — <n> messages: "<title>"`` (the title left out when untitled): the one line
+    for ``-r``, ``/resume`` and the automatic resume of a reopened notebook."""
+    if isinstance(session, Session):
+        n, title = len(session.messages), title_of(session.messages)
+    else:
+        n, title = session.messages, session.title
+    line = f"resumed {short_id(session.id)} — {plural(n, 'message')}"
+    return line + (f': "{title}"' if title and title != "untitled" else "")
+
+
+def saved_line(session: Session, saved: int | None = None) -> str:
+    """``Saved <n> message(s)[: "<title>"]`` with the farewell's title rule (over 52: first 49 + ...);
+    ``saved`` is how many messages the last successful write held (default: all of them)."""
+    title = title_of(session.messages)
+    line = f"Saved {plural(len(session.messages) if saved is None else saved, 'message')}"
+    if title and title != "untitled":
+        line += f': "{one_line(title, FAREWELL_TITLE)}"'
+    return line
+
+
+def resume_hint(session: Session, saved: int | None = None, error: str | None = None) -> str:
+    """The seed's farewell as the one-line turn footer: what is saved and the exact magics to resume
+    it. An empty session says so instead of naming a command that finds nothing; a failed save says
+    that nothing (or not everything) was saved, never "Saved"."""
+    if not session.messages:
+        return "Nothing to save from this session."
+    resume = f"resume: %shiro -c or %shiro -r {short_id(session.id)}"
+    if error:
+        kept = f"; the record holds {plural(saved, 'message')}" if saved else ""
+        return f"Not saved: {error}{kept}"
+    if saved is not None and saved == 0:
+        return "Not saved yet."
+    return f"{saved_line(session, saved)} · {resume}"
+
+
+__all__ = ["format_row", "format_rows", "plural", "resume_hint", "resumed_line", "saved_line"]

@@ -1,0 +1,99 @@
+"""The blocking view of a turn (``--wait``, nbclient, papermill, terminal IPython): one display that is
+updated (throttled) while the turn streams and ends as the static bundle — Markdown, HTML and the
+``application/vnd.shiro.turn+json`` entry — so the saved notebook shows the turn without a kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..context.prune import estimate_tokens, percent
+from ..events import Event, TurnEnd
+from ..store.ids import short_id
+from .render import (
+    TURN_MIME,
+    Throttle,
+    TurnLog,
+    to_bundle_json,
+    to_html,
+    to_markdown,
+    to_text,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+
+def context_percent(agent: Agent) -> int | None:
+    """The session's estimated size as a percentage of the pruning threshold."""
+    try:
+        return percent(estimate_tokens(list(agent.session.messages)), agent.config.compact_threshold)
+    except Exception:  # a view must never break on a half-built session
+        return None
+
+
+def turn_details(agent: Agent) -> dict[str, Any]:
+    """What a turn's final bundle shows beyond its events: footer, session, task list, context meter."""
+    return {"footer": agent.footer(), "session_id": agent.session.id, "tasks": agent.tasks.state(),
+            "resume": f"%shiro -r {short_id(agent.session.id)}", "context_percent": context_percent(agent)}
+
+
+class TextView:
+    """Feed it a turn's events; it keeps one display up to date. ``details`` supplies what the final
+    bundle needs beyond the events (see :func:`turn_details`)."""
+
+    def __init__(self, live: bool = True, interval: float = 0.1,
+                 details: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.live = live  # False (terminal): print once at the end instead of redrawing
+        self.log = TurnLog()
+        self.throttle = Throttle(interval)
+        self.details = details or (lambda: {})
+        self.handle: Any = None
+
+    def bundle(self, final: bool = False) -> dict[str, Any]:
+        if not final:  # while streaming, Markdown is enough and cheap
+            return {"text/markdown": to_markdown(self.log) or "*working…*",
+                    "text/plain": to_text(self.log) or "working…"}
+        d = self.details()
+        extra = d.get("footer", "")
+        return {
+            "text/plain": to_text(self.log, extra),
+            "text/markdown": to_markdown(self.log, extra),
+            "text/html": to_html(self.log, extra),
+            TURN_MIME: to_bundle_json(self.log, session_id=d.get("session_id"), tasks=d.get("tasks"),
+                                      context_percent=d.get("context_percent"), resume=d.get("resume")),
+        }
+
+    def __call__(self, event: Event) -> None:
+        changed = self.log.feed(event)
+        if isinstance(event, TurnEnd):
+            self.show(final=True)
+        elif changed and self.live and self.throttle.ready():
+            self.show()
+
+    def show(self, final: bool = False) -> None:
+        from IPython.display import display
+
+        data = self.bundle(final)
+        if self.handle is None:
+            self.handle = display(data, raw=True, display_id=True)
+        else:
+            self.handle.update(data, raw=True)
+
+
+def final_bundle(agent: Agent, log: TurnLog) -> dict[str, Any]:
+    """The static bundle of a finished turn drawn from ``log`` (the live view's own log)."""
+    view = TextView(live=False, details=lambda: turn_details(agent))
+    view.log = log
+    return view.bundle(final=True)
+
+
+def run_blocking(agent: Agent, prompt: str, options: dict[str, Any], *, live: bool) -> TurnEnd:
+    """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming)."""
+    view = TextView(live=live, details=lambda: turn_details(agent))
+    return agent.ask(prompt, on_event=view, model=options.get("model"), agent=options.get("agent"),
+                     memory=options.get("memory"), headless=True)
+
+
+__all__ = ["TextView", "context_percent", "final_bundle", "run_blocking", "turn_details"]

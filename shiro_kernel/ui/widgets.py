@@ -1,0 +1,233 @@
+"""The live view of a turn (ipywidgets): streamed Markdown, tool rows, task panel, context meter,
+prompt queue, Stop and approval buttons.
+
+Everything here runs on the kernel's main thread (the background turn hands events over through
+:class:`shiro_kernel.live.Inbox`). Redrawing is throttled (``render.Throttle(1/30)``): a burst of
+deltas becomes at most ~30 widget updates a second, and the last state is always flushed. Only
+widgets whose value changed send anything (traitlets compares), so while text streams, one
+``HTML`` widget (the current text block) is the only one that updates.
+
+No widget state holds a setting or the environment: the API key cannot reach the notebook.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from ..context.prune import meter_label
+from ..events import Event, Notice, StepStart, ToolEnd, TurnEnd
+from ..tasks import MARKERS, progress_bar
+from ..text import one_line
+from .render import Throttle, ToolRow, TurnLog, entry_html
+
+UPDATES_PER_SECOND = 30
+QUEUE_CUT = 70
+
+_COLOURS = {"normal": "#666", "amber": "#b8860b", "red": "#c0392b"}
+
+
+def queue_lines(items: list[str]) -> list[str]:
+    """The seed's queue panel: ``queued: <n>`` then ``  <i>. <text>`` (cut at 70 + ``...``); [] when empty."""
+    if not items:
+        return []
+    out = [f"queued: {len(items)}"]
+    for i, text in enumerate(items, 1):
+        out.append(f"  {i}. {one_line(text, QUEUE_CUT, room=False)}")
+    return out
+
+
+def tasks_html(items: list[dict[str, Any]]) -> str:
+    """Bar + markers; done items struck through, notes as ``  (note)``."""
+    if not items:
+        return ""
+    lines = [html.escape(progress_bar(items))]
+    for item in items:
+        text = html.escape(item["content"])
+        if item["status"] == "done":
+            text = f"<s>{text}</s>"
+        note = item.get("note")
+        line = f"{html.escape(MARKERS[item['status']])} {text}"
+        if isinstance(note, str) and note.strip():
+            line += f"  ({html.escape(note.strip())})"
+        lines.append(line)
+    return '<pre class="shiro-tasks" style="margin:0">' + "\n".join(lines) + "</pre>"
+
+
+def meter_html(pct: int | None) -> str:
+    if pct is None:
+        return ""
+    label, level = meter_label(pct)
+    return f'<span class="shiro-meter shiro-{level}" style="color:{_COLOURS[level]}">{html.escape(label)}</span>'
+
+
+class TurnView(W.VBox):
+    """One turn's live view. Feed it events with :meth:`feed` (on the kernel thread)."""
+
+    def __init__(self, *, on_stop: Callable[[], None] | None = None,
+                 interval: float = 1 / UPDATES_PER_SECOND,
+                 call_later: Callable[[float, Callable[[], None]], Any] | None = None,
+                 meter: Callable[[], int | None] | None = None,
+                 tasks: Callable[[], list[dict[str, Any]]] | None = None, **kwargs: Any) -> None:
+        self.turn_log = TurnLog()
+        self.throttle = Throttle(interval)
+        self.interval = interval
+        self._call_later = call_later  # schedules the trailing flush (the kernel loop's call_later)
+        self._flush_pending = False
+        self._dirty = False
+        self._last_flush = 0.0
+        self._flush_cost = 0.0
+        self._meter = meter or (lambda: None)
+        self._tasks = tasks or (lambda: [])
+        self.flushes = 0  # how many redraws (for tests and the benchmark)
+        self.started_at = time.monotonic()
+        self.status = W.HTML("<em>queued</em>")
+        self.entries = W.VBox([])
+        self.task_panel = W.HTML("")
+        self.meter = W.HTML("")
+        self.queue_panel = W.HTML("")
+        self.approval_label = W.HTML("")
+        self.approve_button = W.Button(description="Approve", button_style="success")
+        self.deny_button = W.Button(description="Deny", button_style="danger")
+        self.always_button = W.Button(description="Always this session")
+        self.approval = W.VBox([self.approval_label,
+                                W.HBox([self.approve_button, self.deny_button, self.always_button])],
+                               layout=W.Layout(display="none"))
+        self.stop_button = W.Button(description="Stop", icon="stop", button_style="warning")
+        self.stop_button.on_click(lambda _b: on_stop and on_stop())
+        self._answer: Callable[[str], None] | None = None
+        for button, verdict in ((self.approve_button, "approve"), (self.deny_button, "deny"),
+                                (self.always_button, "always")):
+            button.on_click(lambda _b, v=verdict: self._resolve(v))
+        footer = W.HBox([self.stop_button, self.meter, self.status])
+        super().__init__([self.entries, self.approval, self.task_panel, self.queue_panel, footer], **kwargs)
+        self.add_class("shiro-turn-view")
+
+    # -- events -----------------------------------------------------------------------------------
+    def feed(self, event: Event) -> None:
+        changed = self.turn_log.feed(event)
+        if isinstance(event, (StepStart, ToolEnd, TurnEnd)) or isinstance(event, Notice):
+            self._refresh_side()
+        if isinstance(event, TurnEnd):
+            self.finish()
+            return
+        if changed:
+            self._dirty = True
+            self.request_flush()
+
+    def request_flush(self) -> None:
+        """Redraw now if the last redraw is old enough, else once at the end of the interval (the
+        trailing redraw carries every change made meanwhile). The interval is 1/30 s, stretched to
+        4x the cost of the last redraw, so a very long answer never keeps the kernel's thread
+        more than ~20% busy."""
+        if self._flush_pending:
+            return
+        wait = self._last_flush + self._interval() - time.monotonic()
+        if wait <= 0 or self._call_later is None:
+            if wait <= 0 or self.throttle.ready():
+                self.flush()
+            return
+        self._flush_pending = True
+        self._call_later(wait, self._trailing_flush)
+
+    def _interval(self) -> float:
+        return max(self.interval, 4 * self._flush_cost)
+
+    def _trailing_flush(self) -> None:
+        self._flush_pending = False
+        if self._dirty:
+            self.flush()
+
+    def flush(self) -> None:
+        """Redraw the entries: only the widgets whose HTML changed send an update."""
+        started = time.monotonic()
+        self._dirty = False
+        self.flushes += 1
+        children = list(self.entries.children)
+        entries = self.turn_log.entries
+        for index, entry in enumerate(entries):
+            value = entry_html(entry)
+            if index < len(children):
+                if children[index].value != value:
+                    children[index].value = value
+            else:
+                children.append(W.HTML(value, layout=W.Layout(margin="0")))
+        if len(children) != len(self.entries.children):
+            self.entries.children = tuple(children)
+        self._last_flush = time.monotonic()
+        self.throttle._last = self._last_flush
+        self._flush_cost = self._last_flush - started
+
+    def _refresh_side(self) -> None:
+        try:
+            self.meter.value = meter_html(self._meter())
+            self.task_panel.value = tasks_html(self._tasks())
+        except Exception:  # a view must never break the turn
+            pass
+
+    def running(self) -> None:
+        self.started_at = time.monotonic()
+        self.status.value = "<em>working… Stop or interrupt the kernel to abort</em>"
+
+    def queued(self, position: int) -> None:
+        self.status.value = f"<em>queued (position {position})</em>"
+        self.stop_button.layout.display = "none"
+
+    def dropped(self, why: str = "dropped: the queue was cleared") -> None:
+        self.status.value = f"<em>{html.escape(why)}</em>"
+        self.stop_button.layout.display = "none"
+
+    def show_queue(self, items: list[str]) -> None:
+        lines = queue_lines(items)
+        self.queue_panel.value = ('<pre class="shiro-queue" style="margin:0">' + html.escape("\n".join(lines))
+                                  + "</pre>") if lines else ""
+
+    def show_text(self, text: str) -> None:
+        """A slash command's output (a queued ``/todos``)."""
+        self.entries.children = (W.HTML(f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'),)
+        self.status.value = ""
+        self.stop_button.layout.display = "none"
+
+    def finish(self) -> None:
+        self.flush()
+        self.clear_approval()
+        end = self.turn_log.end
+        seconds = time.monotonic() - self.started_at
+        if end is None:
+            return
+        what = {"answered": "done", "aborted": "stopped", "error": "error", "waiting": "waiting for approval",
+                "max_steps": "stopped at max_steps"}.get(end.reason, end.reason)
+        u = end.usage
+        self.status.value = html.escape(f"{what} · {seconds:.1f} s · {u.input_tokens:,} in · "
+                                        f"{u.output_tokens:,} out tokens")
+        self.stop_button.layout.display = "none"
+        self.show_queue([])
+
+    # -- approval -----------------------------------------------------------------------------------
+    def ask(self, name: str, args: str, answer: Callable[[str], None]) -> None:
+        """Show the buttons for one pending call; ``answer`` gets approve | deny | always once."""
+        if self._dirty:  # the turn pauses here: show everything that led to the question first
+            self.flush()
+        self._answer = answer
+        self.approval_label.value = (f"<b>shiro wants to run</b> <code>{html.escape(name)}</code> "
+                                     f"<code>{html.escape(args)}</code>")
+        self.approval.layout.display = "flex"
+
+    def _resolve(self, verdict: str) -> None:
+        answer, self._answer = self._answer, None
+        self.clear_approval()
+        if answer is not None:
+            answer(verdict)
+
+    def clear_approval(self) -> None:
+        self._answer = None
+        self.approval.layout.display = "none"
+        self.approval_label.value = ""
+
+    @property
+    def tool_rows(self) -> list[ToolRow]:
+        return [e for e in self.turn_log.entries if isinstance(e, ToolRow)]

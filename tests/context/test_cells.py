@@ -1,0 +1,116 @@
+"""Cell change detection: fingerprints of the notebook on disk, the change block, its bound, the
+record round-trip, and the block reaching the model in a real kernel."""
+
+from __future__ import annotations
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from fakeopenai import Reply
+from shiro_kernel.context import cells
+from shiro_kernel.session import Session
+from shiro_kernel.store.sessions import SessionStore, session_from_record, session_to_record
+from shiro_kernel.transcript import Message
+from test_notebook_e2e import run_notebook
+
+KEY = "sk-test-cells-0000"
+
+
+def _write(path, sources, counts=None):
+    nb = new_notebook(cells=[new_markdown_cell(s[3:]) if s.startswith("md:") else new_code_cell(s) for s in sources])
+    for cell, count in zip(nb.cells, counts or []):
+        if cell.cell_type == "code":
+            cell.execution_count = count
+    for n, cell in enumerate(nb.cells):
+        cell.id = f"cell-{n}"
+    nbformat.write(nb, path)
+    return nb
+
+
+def test_fingerprint_and_changes(tmp_path):
+    path = tmp_path / "a.ipynb"
+    nb = _write(path, ["import pandas as pd", "df = pd.read_csv('x.csv')", "md:# Notes", "%shiro --wait hi"],
+                [1, 2, None, 3])
+    old = cells.fingerprint(path)
+    assert [r["key"] for r in old] == ["cell-0", "cell-1", "cell-2", "cell-3"]
+    assert old[1]["head"] == "df = pd.read_csv('x.csv')" and old[1]["count"] == 2
+    assert cells.block(old, old) == ""
+
+    nb.cells[1].source = "df = pd.read_csv('y.csv')\ndf.head()"
+    nb.cells[0].execution_count = 7  # run outside the agent
+    nb.cells[3].execution_count = 9  # the %shiro cell itself ran: not a change worth telling
+    del nb.cells[2]
+    extra = new_code_cell("df.plot()")
+    extra.id = "cell-new"
+    nb.cells.append(extra)
+    nbformat.write(nb, path)
+    assert cells.block(old, cells.fingerprint(path)) == "\n".join([
+        "Since your last turn the user changed the notebook:",
+        "- ran cell 1 (execution count 7): import pandas as pd",
+        "- edited cell 2: df = pd.read_csv('y.csv')",
+        "- added cell 4: df.plot()",
+        "- deleted cell 3 (as it was numbered then): # Notes",
+    ])
+
+
+def test_cells_without_ids_are_keyed_by_index_and_unreadable_is_none(tmp_path):
+    path = tmp_path / "b.ipynb"
+    path.write_text('{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": ['
+                    '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}')
+    assert cells.fingerprint(path)[0]["key"] == "#0"
+    (tmp_path / "bad.ipynb").write_text("{not json")
+    assert cells.fingerprint(tmp_path / "bad.ipynb") is None
+    assert cells.fingerprint(tmp_path / "missing.ipynb") is None
+    assert cells.fingerprint(None) is None
+    from nbformat import v3
+
+    old = v3.new_notebook(worksheets=[v3.new_worksheet(cells=[v3.new_code_cell(input="b = 2", prompt_number=5)])])
+    (tmp_path / "v3.ipynb").write_text(v3.writes_json(old))
+    rows = cells.fingerprint(tmp_path / "v3.ipynb")  # an old format goes through nbformat
+    assert rows is not None and rows[0]["head"] == "b = 2" and rows[0]["count"] == 5
+
+
+def test_block_is_bounded():
+    old = [{"key": f"k{i}", "sha1": "a", "count": 1, "head": "x" * 90} for i in range(100)]
+    new = [dict(r, sha1="b") for r in old]
+    text = cells.block(old, new)
+    assert len(text) <= cells.LIMIT
+    assert text.startswith("Since your last turn the user changed the notebook:")
+    assert text.splitlines()[-1].startswith("- … and ") and text.endswith(" more")
+
+
+def test_cells_round_trip_through_the_record():
+    session = Session(messages=[Message.user("hi")])
+    session.cells = [{"key": "c1", "sha1": "ab", "count": 2, "head": "x = 1", "agent": False}]
+    record = session_to_record(session, "gpt-4o-mini")
+    assert record["cells"] == session.cells
+    assert session_from_record(record).cells == session.cells
+    assert "cells" not in session_to_record(Session(messages=[Message.user("hi")]), "m")
+    record["cells"] = "junk"
+    assert session_from_record(record).cells is None
+    store = SessionStore()
+    store.save(session, model="m")
+    assert store.load(session.id).cells == session.cells
+
+
+EDIT = """
+import nbformat
+nb = nbformat.read({path!r}, as_version=4)
+nb.cells[1].source = "x = 2  # changed by hand"
+nb.cells.append(nbformat.v4.new_code_cell("plot(x)"))
+nbformat.write(nb, {path!r})
+"""
+
+
+def test_an_edit_between_turns_reaches_the_next_request(fake_openai, tmp_path):
+    fake_openai.enqueue(Reply(text="first"), Reply(text="second"))
+    path = tmp_path / "c.ipynb"
+    run_notebook(path, ["%load_ext shiro_kernel", "x = 1", "%shiro --wait first", EDIT.format(path=str(path)),
+                        "%shiro --wait second"],
+                 {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"})
+    assert len(fake_openai.requests) == 2
+    assert "Since your last turn" not in fake_openai.requests[0].body["instructions"]
+    second = fake_openai.requests[1].body["instructions"]
+    assert ("Since your last turn the user changed the notebook:\n"
+            "- edited cell 2: x = 2  # changed by hand\n"
+            "- added cell 6: plot(x)") in second

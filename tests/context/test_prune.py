@@ -1,0 +1,242 @@
+"""Automatic pruning of the wire copy (shiro-neko test/prune.test.ts, ported) and its extras:
+the incremental meter, the status-bar label, and the digest of what was pruned."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+
+from shiro_kernel.context.prune import (
+    LADDER, TokenMeter, detach_provider_items, estimate_tokens, keep_tail, meter_label, percent, prune_to_fit,
+    pruned_digest,
+)
+from shiro_kernel.context.rules import answered_only
+from shiro_kernel.transcript import (
+    Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, messages_to_json,
+)
+
+
+# -- builders -------------------------------------------------------------------------------------
+def step(i: int, *, reasoning: int = 0, output: int = 10, text: str = "", name: str = "python",
+         args: dict | None = None, ids: bool = True, error: bool = False) -> list[Message]:
+    parts = []
+    if reasoning:
+        parts.append(ReasoningPart(["r" * reasoning], "enc" if ids else None, item_id=f"rs_{i}" if ids else None))
+    if text:
+        parts.append(TextPart(text, item_id=f"msg_{i}" if ids else None, meta={"phase": "commentary"}))
+    parts.append(ToolCallPart(f"call_{i}", name, json.dumps(args or {"code": f"x = {i}"}),
+                              item_id=f"fc_{i}" if ids else None))
+    out = ("Error: boom" if error else "o" * output)
+    return [Message("assistant", parts), Message("tool", [ToolResultPart(f"call_{i}", name, out, is_error=error)])]
+
+
+def history(steps: int, **kw) -> list[Message]:
+    msgs = [Message.user("first prompt: analyse the data")]
+    for i in range(steps):
+        msgs += step(i, **kw)
+    msgs.append(Message("assistant", [TextPart("all done", item_id="msg_end")]))
+    return msgs
+
+
+def random_history(rng: random.Random) -> list[Message]:
+    msgs = [Message.user("first prompt")]
+    n = rng.randint(1, 120)
+    call = 0
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.1:
+            msgs.append(Message.user("another prompt " * rng.randint(1, 5)))
+            continue
+        parts = []
+        if rng.random() < 0.5:
+            parts.append(ReasoningPart(["think " * rng.randint(1, 50)], "enc", item_id=f"rs_{call}"))
+        if rng.random() < 0.4:
+            parts.append(TextPart("say " * rng.randint(1, 30), item_id=f"msg_{call}"))
+        calls = [ToolCallPart(f"call_{call}_{k}", rng.choice(["python", "read_file", "grep"]),
+                              json.dumps({"path": f"f{k}.py"}), item_id=f"fc_{call}_{k}")
+                 for k in range(rng.randint(0, 3))]
+        parts += calls
+        call += 1
+        if not parts:
+            continue
+        msgs.append(Message("assistant", parts))
+        if calls:
+            results = [ToolResultPart(c.call_id, c.name, "out " * rng.randint(1, 200)) for c in calls]
+            if len(results) > 1 and rng.random() < 0.3:  # results split over two tool messages
+                msgs.append(Message("tool", results[:1]))
+                msgs.append(Message("tool", results[1:]))
+            else:
+                msgs.append(Message("tool", results))
+    if rng.random() < 0.3:  # a call waiting for approval at the end
+        msgs.append(Message("assistant", [ToolCallPart("call_pending", "write_file", "{}", item_id="fc_p")]))
+    return msgs
+
+
+def stranded(messages: list[Message]) -> list[str]:
+    """Tool results whose call does not come before them."""
+    seen: set[str] = set()
+    bad = []
+    for m in messages:
+        seen.update(c.call_id for c in m.tool_calls())
+        bad += [r.call_id for r in m.tool_results() if r.call_id not in seen]
+    return bad
+
+
+def all_ids(messages: list[Message]) -> list[str]:
+    return [p.item_id for m in messages for p in m.parts if p.item_id]
+
+
+# -- estimate and meter ---------------------------------------------------------------------------
+def test_estimate_is_json_length_over_four():
+    msgs = history(5, reasoning=100)
+    assert estimate_tokens(msgs) == round(len(json.dumps(messages_to_json(msgs))) / 4)
+    assert estimate_tokens([]) == round(2 / 4)
+
+
+def test_meter_matches_the_estimate_and_only_serialises_what_changed():
+    msgs = history(50, reasoning=40)
+    meter = TokenMeter()
+    assert meter.estimate(msgs) == estimate_tokens(msgs)
+    assert meter.serialised == len(msgs)
+    msgs += step(99)
+    assert meter.estimate(msgs) == estimate_tokens(msgs)
+    assert meter.serialised == 2  # only the new messages
+    msgs[3].parts.append(TextPart("edited in place"))  # a change inside a cached message is noticed
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 1
+    msgs[0].parts[0] = TextPart(msgs[0].parts[0].text + " and more")  # a part replaced
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 1
+    msgs[1] = Message("assistant", list(msgs[1].parts))  # a message replaced by a copy
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 1
+    del msgs[5:9]
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
+    assert meter.percent(meter.last + 10**9) == 0
+
+
+@pytest.mark.parametrize("est,pct,label,level", [
+    (0, 0, "0% ctx", "normal"), (78_000, 65, "65% ctx", "normal"), (79_200, 66, "66% ctx", "amber"),
+    (107_000, 89, "89% ctx", "amber"), (108_000, 90, "90% ctx compacting soon", "red"),
+    (500_000, 100, "100% ctx compacting soon", "red"),
+])
+def test_percent_and_label(est, pct, label, level):
+    assert percent(est, 120_000) == pct
+    assert meter_label(pct) == (label, level)
+
+
+# -- prune_to_fit ---------------------------------------------------------------------------------
+def test_under_threshold_is_unchanged():
+    msgs = history(3)
+    res = prune_to_fit(msgs, 120_000)
+    assert res.messages is msgs and not res.changed and res.before == res.after == len(msgs)
+
+
+def test_at_threshold_is_unchanged():
+    msgs = history(3)
+    res = prune_to_fit(msgs, estimate_tokens(msgs))
+    assert res.messages is msgs and not res.changed
+
+
+def test_stripping_reasoning_suffices_for_200_steps_and_keeps_all_200_calls():
+    msgs = history(200, reasoning=2_000, output=50)
+    snapshot = copy.deepcopy(msgs)
+    threshold = estimate_tokens(msgs) // 3
+    res = prune_to_fit(msgs, threshold)
+    assert res.changed and res.dropped_span is None and res.rung is None
+    assert res.tokens_after <= threshold
+    assert sum(len(m.tool_calls()) for m in res.messages) == 200
+    assert sum(len(m.tool_results()) for m in res.messages) == 200
+    assert not any(isinstance(p, ReasoningPart) for m in res.messages for p in m.parts)
+    assert all_ids(res.messages) == []  # a pruned request is always inline
+    assert msgs == snapshot  # the session's history is untouched
+
+
+def test_ladder_takes_the_widest_rung_that_fits():
+    msgs = history(100, output=400)
+    wire32, _ = keep_tail(msgs, 32)
+    wire16, _ = keep_tail(msgs, 16)
+    threshold = (estimate_tokens(wire32) + estimate_tokens(wire16)) // 2  # 32 too big, 16 fits
+    res = prune_to_fit(msgs, threshold)
+    assert res.rung == 16 and res.messages == wire16 and res.tokens_after <= threshold
+    assert res.before == len(msgs) and 0 < res.after < res.before
+
+
+def test_nothing_fits_gives_the_narrowest_never_empty_and_first_prompt_survives():
+    msgs = history(100, output=400)
+    res = prune_to_fit(msgs, 1)
+    assert res.rung == LADDER[-1] and res.messages
+    assert res.messages[0].text == "first prompt: analyse the data"
+    assert res.messages[-1].text == "all done"
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_tool_result_is_stranded_at_any_rung(seed):
+    rng = random.Random(seed)
+    msgs = random_history(rng)
+    snapshot = copy.deepcopy(msgs)
+    for keep in LADDER:
+        wire, _ = keep_tail(msgs, keep)
+        assert stranded(wire) == [], (seed, keep)
+        assert all_ids(wire) == []
+        assert wire and wire[0].text == "first prompt"
+        assert not any(isinstance(p, ReasoningPart) for m in wire for p in m.parts)
+        assert all(m.parts for m in wire)  # no empty message goes out
+    for threshold in (1, 50, 500, 5_000):
+        res = prune_to_fit(msgs, threshold)
+        assert stranded(res.messages) == [] and res.messages
+    assert msgs == snapshot
+
+
+def test_pending_call_in_the_tail_is_kept():
+    msgs = history(30, output=300)
+    msgs.append(Message("assistant", [ToolCallPart("call_wait", "write_file", '{"path": "a.py"}')]))
+    wire, _ = keep_tail(msgs, 4)
+    assert wire[-1].tool_calls()[0].call_id == "call_wait"
+
+
+# -- the repairs ----------------------------------------------------------------------------------
+def test_answered_only_keeps_healthy_neighbour_and_pending_calls():
+    msgs = [Message.user("x"),
+            Message("assistant", [ToolCallPart("call_ok", "a", "{}"), ToolCallPart("call_wait", "b", "{}")]),
+            Message("tool", [ToolResultPart("call_gone", "a", "1"), ToolResultPart("call_ok", "a", "2")]),
+            Message("tool", [ToolResultPart("call_gone2", "a", "3")])]
+    calls: set[str] = set()
+    out = [answered_only(m.parts, calls) for m in msgs]
+    assert out[0] is msgs[0].parts and out[1] is msgs[1].parts  # nothing to drop: the same list
+    assert [r.call_id for r in out[2]] == ["call_ok"] and out[3] == []
+    assert [c.call_id for c in out[1]] == ["call_ok", "call_wait"]  # no result: kept
+    wire, _ = keep_tail(msgs, 64)  # the pruned wire copy applies the same rule
+    assert [r.call_id for m in wire for r in m.tool_results()] == ["call_ok"]
+
+
+def test_detach_provider_items_copies():
+    msgs = history(2, reasoning=5)
+    out = detach_provider_items(msgs)
+    assert all_ids(out) == [] and all_ids(msgs)
+    assert out[0] is msgs[0]  # a message without ids is not copied
+
+
+# -- the digest -----------------------------------------------------------------------------------
+def test_pruning_tool_calls_inserts_a_bounded_digest_after_the_first_prompt():
+    msgs = [Message.user("first prompt")]
+    for i in range(60):
+        name = ["read_file", "edit_file", "python", "grep"][i % 4]
+        msgs += step(i, output=500, name=name, args={"path": f"src/mod{i % 7}.py", "code": "x"},
+                     text=f"Decided to use approach {i}" if i % 10 == 0 else "", error=i % 9 == 0)
+    res = prune_to_fit(msgs, 1_500)
+    assert res.changed and res.dropped_span is not None
+    digest = res.messages[1]
+    assert digest.role == "user" and res.messages[0].text == "first prompt"
+    hidden = res.before - (res.after - 1)
+    assert digest.text.startswith(f"[context pruned: {hidden} earlier messages not shown]")
+    assert "read_file ×" in digest.text and "edit_file ×" in digest.text
+    assert "src/mod" in digest.text and "errors" in digest.text and "Decided to use approach" in digest.text
+    assert len(digest.text) <= 1_500
+    assert pruned_digest(msgs, (0, len(msgs)), 10**6).startswith("[context pruned: 1000000 earlier")
+
+
+def test_stripping_reasoning_alone_adds_no_digest():
+    msgs = history(20, reasoning=3_000)
+    res = prune_to_fit(msgs, estimate_tokens(msgs) // 2)
+    assert res.changed and not any("[context pruned" in m.text for m in res.messages)

@@ -1,0 +1,272 @@
+"""Background turns in an in-process shell: Shiro.frontend = "widgets", the LiveController pumped by the
+test (it stands in for the kernel's loop), buttons clicked from Python."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from fakeopenai import Call, Fault, Reply
+from shiro_kernel.ui import live
+from shiro_kernel.turn import USER_DENIAL
+
+
+@pytest.fixture
+def shell(monkeypatch, fake_openai, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-live-KEY-never-shown")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
+    monkeypatch.chdir(tmp_path)
+    sh = InteractiveShell.instance()
+    sh.run_cell("%load_ext shiro_kernel")
+    sh.run_cell('%config Shiro.frontend = "widgets"')
+    yield sh
+    controller = getattr(magics_of(sh).agent, "live", None)
+    if controller is not None:
+        controller.stop()
+        controller.drain_until_stopped()
+    sh.run_cell("%unload_ext shiro_kernel")
+    InteractiveShell.clear_instance()
+
+
+def magics_of(shell):
+    return shell.magics_manager.registry["ShiroMagics"]
+
+
+def controller_of(shell) -> live.LiveController:
+    return magics_of(shell).agent.live
+
+
+def run(shell, source: str) -> str:
+    with capture_output() as cap:
+        result = shell.run_cell(source)
+    assert result.error_in_exec is None and result.error_before_exec is None, result
+    return cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+
+
+def pump_until(controller: live.LiveController, cond, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        controller.inbox.drain()
+        controller.inbox.wait(0.01)
+
+
+def tool_outputs(request) -> list[str]:
+    items = request.body.get("input") or []
+    return [i.get("output") for i in items if i.get("type") == "function_call_output"]
+
+
+def test_a_turn_returns_at_once_and_streams_into_the_view(shell, fake_openai):
+    fake_openai.enqueue(Fault.delay(0.4, Reply(text="The **answer** is 42.")))
+    started = time.perf_counter()
+    out = run(shell, "%shiro what is the answer?")
+    assert time.perf_counter() - started < 0.3  # the magic did not wait for the model
+    controller = controller_of(shell)
+    assert controller.running is not None and "TurnView" in out
+    assert controller.wait_idle(10)
+    item = controller.finished[-1]
+    assert item.end.reason == "answered"
+    html = "".join(w.value for w in item.view.entries.children)
+    assert "<strong>answer</strong>" in html
+    assert "done" in item.view.status.value
+    # the static bundle went to the cell (here: displayed; in a kernel: sent with the cell's parent)
+    assert item.view.turn_log.answer == "The **answer** is 42."
+
+
+def test_tools_run_on_the_main_thread_after_approve(shell, fake_openai):
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "import threading\nwho = threading.current_thread().name\nwho"})]),
+                        Reply(text="ran it"))
+    run(shell, "%shiro run it")
+    controller = controller_of(shell)
+    view = controller.running.view
+    pump_until(controller, lambda: view._answer is not None)
+    assert view.approval.layout.display == "flex" and "python" in view.approval_label.value
+    view.approve_button.click()
+    assert controller.wait_idle(10)
+    assert shell.user_ns["who"] == threading.main_thread().name
+    assert view.approval.layout.display == "none"
+    assert [r.status for r in view.tool_rows] == ["ok"]
+    assert controller.finished[-1].end.reason == "answered"
+
+
+def test_deny_sends_the_user_denial(shell, fake_openai):
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "x = 1"})]), Reply(text="ok, not running it"))
+    run(shell, "%shiro set x")
+    controller = controller_of(shell)
+    view = controller.running.view
+    pump_until(controller, lambda: view._answer is not None)
+    view.deny_button.click()
+    assert controller.wait_idle(10)
+    assert "x" not in shell.user_ns
+    assert tool_outputs(fake_openai.requests[1]) == [USER_DENIAL.format(name="python")]
+
+
+def test_always_approves_the_rest_of_the_session(shell, fake_openai):
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "a = 1"})]),
+                        Reply(tool_calls=[Call("python", {"code": "b = 2"})]), Reply(text="both set"))
+    run(shell, "%shiro set a and b")
+    controller = controller_of(shell)
+    view = controller.running.view
+    pump_until(controller, lambda: view._answer is not None)
+    view.always_button.click()
+    assert controller.wait_idle(10)  # no second question
+    assert shell.user_ns["a"] == 1 and shell.user_ns["b"] == 2
+    assert "python" in magics_of(shell).agent.session.always_allowed
+
+
+def test_stop_while_waiting_for_approval_leaves_the_call_pending(shell, fake_openai):
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "y = 1"})]))
+    run(shell, "%shiro set y")
+    controller = controller_of(shell)
+    view = controller.running.view
+    pump_until(controller, lambda: view._answer is not None)
+    view.stop_button.click()
+    assert controller.wait_idle(10)
+    assert controller.finished[-1].end.reason == "waiting"
+    from shiro_kernel.context.rules import pending_calls
+
+    assert [c.name for c in pending_calls(magics_of(shell).agent.session.messages)] == ["python"]
+    assert "y" not in shell.user_ns
+
+
+def test_stop_aborts_a_streaming_turn_and_clears_the_queue(shell, fake_openai):
+    fake_openai.enqueue(Fault.delay(1.0, Reply(text="slow answer")), Reply(text="never"))
+    run(shell, "%shiro slow")
+    controller = controller_of(shell)
+    out = run(shell, "%shiro queued one")
+    assert "queued (position 1)" in out
+    queued_view = controller.queue[0].view
+    controller.running.view.stop_button.click()
+    assert not controller.queue and "dropped" in queued_view.status.value
+    assert controller.wait_idle(10)
+    assert controller.finished[-1].end.reason == "aborted"
+    # the queued prompt was never sent
+    assert all(r.body["input"][-1].get("content") != "queued one" for r in fake_openai.requests)
+    assert len(fake_openai.requests) <= 1
+
+
+def test_queue_runs_in_order_one_at_a_time(shell, fake_openai):
+    fake_openai.enqueue(Fault.delay(0.5, Reply(text="first done")), Reply(text="second done"), Reply(text="third done"))
+    run(shell, "%shiro first")
+    controller = controller_of(shell)
+    assert "queued (position 1)" in run(shell, "%shiro second")
+    assert "queued (position 2)" in run(shell, "%shiro " + "third " * 20)
+    running = controller.running.view
+    panel = running.queue_panel.value
+    assert "queued: 2" in panel and "  1. second" in panel and "..." in panel
+    assert controller.wait_idle(15)
+    assert [i.prompt.split()[0] for i in controller.finished[-3:]] == ["first", "second", "third"]
+    assert [r.body["input"][-1]["content"].split()[0] for r in fake_openai.requests] == ["first", "second", "third"]
+    assert [i.view.turn_log.answer for i in controller.finished[-3:]] == ["first done", "second done", "third done"]
+
+
+def test_wait_waits_for_the_running_and_queued_turns(shell, fake_openai):
+    fake_openai.enqueue(Fault.delay(0.3, Reply(text="bg one")), Reply(text="bg two"), Reply(text="blocking three"))
+    run(shell, "%shiro one")
+    run(shell, "%shiro two")
+    out = run(shell, "%shiro --wait three")
+    assert "blocking three" in out
+    controller = controller_of(shell)
+    assert not controller.busy
+    assert [r.body["input"][-1]["content"] for r in fake_openai.requests] == ["one", "two", "three"]
+
+
+def test_a_queued_slash_command_runs_in_its_turn(shell, fake_openai):
+    fake_openai.enqueue(Fault.delay(0.3, Reply(text="bg")))
+    run(shell, "%shiro one")
+    run(shell, "%shiro /todos")
+    controller = controller_of(shell)
+    assert controller.wait_idle(10)
+    assert "no tasks" in controller.finished[-1].view.entries.children[0].value
+
+
+def test_api_key_is_not_in_widget_state(shell, fake_openai):
+    fake_openai.enqueue(Reply(text="hi"))
+    run(shell, "%shiro hello")
+    controller = controller_of(shell)
+    assert controller.wait_idle(10)
+    import json
+
+    from ipywidgets.widgets.widget import _instances
+
+    state = json.dumps([w.get_state() for w in list(_instances.values())], default=str)
+    assert "sk-test-live-KEY" not in state
+
+
+def test_text_frontend_blocks(shell, fake_openai):
+    shell.run_cell('%config Shiro.frontend = "text"')
+    fake_openai.enqueue(Reply(text="blocking answer"))
+    assert "blocking answer" in run(shell, "%shiro hi")
+    assert getattr(magics_of(shell).agent, "live", None) is None
+
+
+def test_auto_frontend_detection():
+    class ZMQInteractiveShell:  # the name is what counts
+        kernel = None
+
+    assert not live.widget_frontend(object(), "auto")
+    assert live.widget_frontend(object(), "widgets")
+    assert not live.widget_frontend(ZMQInteractiveShell(), "text")
+    live._seen_targets.discard(live.CONTROL_TARGET)
+    assert not live.widget_frontend(ZMQInteractiveShell(), "auto")
+    live._seen_targets.add(live.CONTROL_TARGET)
+    try:
+        assert live.widget_frontend(ZMQInteractiveShell(), "auto")
+    finally:
+        live._seen_targets.discard(live.CONTROL_TARGET)
+
+
+def test_auto_recognises_a_jupyterlab_cell_request():
+    """JupyterLab / Notebook 7 execute cells with deletedCells/recordTiming metadata; nbclient with none."""
+
+    class Kernel:
+        def __init__(self, metadata):
+            self.metadata = metadata
+
+        def get_parent(self, channel="shell"):
+            return {"header": {"msg_id": "m1"}, "metadata": self.metadata, "content": {}}
+
+    class ZMQInteractiveShell:
+        def __init__(self, metadata):
+            self.kernel = Kernel(metadata)
+
+    live._seen_targets.discard(live.CONTROL_TARGET)
+    assert live.widget_frontend(ZMQInteractiveShell({"deletedCells": [], "recordTiming": False}), "auto")
+    assert not live.widget_frontend(ZMQInteractiveShell({}), "auto")  # nbclient / papermill
+
+
+def test_comm_open_watch_records_targets():
+    seen = []
+
+    class Kernel:
+        shell_handlers = {"comm_open": lambda stream, ident, msg: seen.append(msg)}
+
+    class Shell:
+        kernel = Kernel()
+
+    live.watch_comm_opens(Shell())
+    live.watch_comm_opens(Shell())  # idempotent
+    Kernel.shell_handlers["comm_open"](None, None, {"content": {"target_name": "jupyter.widget.control"}})
+    try:
+        assert live.CONTROL_TARGET in live._seen_targets and len(seen) == 1
+    finally:
+        live._seen_targets.discard(live.CONTROL_TARGET)
+
+
+def test_help_lists_commands_and_flags():
+    from shiro_kernel.commands import COMMANDS
+    from shiro_kernel.magics import ShiroMagics, _FLAGS, _VALUED
+
+    doc = ShiroMagics.shiro.__doc__
+    for name in [*COMMANDS, *_FLAGS, *_VALUED]:
+        assert name in doc, name
+
+
+def test_unknown_slash_command_suggests_the_closest(shell):
+    assert "did you mean /todos?" in run(shell, "%shiro /todo")
+    assert "did you mean /sessions?" in run(shell, "%shiro /sesions")
