@@ -44,7 +44,7 @@ from _turnbench import (
 
 LOAD_PAIRS = 21  # row 1: bare / loaded process pairs
 COLD_REPEATS = 5  # row 2: fresh processes per variant
-WARM_ROUNDS = 25  # rows 3-5: rounds of (turn, each SDK variant)
+WARM_ROUNDS = 6  # rows 3-5: rounds of (turn, each SDK variant) per warm process, one such process per repeat
 SDK_WARMUP = 3
 
 BARE = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
@@ -141,21 +141,33 @@ print("@@RESULT " + json.dumps(out), flush=True)
 def load_ext_vs_bare(ws: Workspace) -> tuple[float, float]:
     env = ws.env(SHIRO_NO_WARMUP="1")
     cwd = ws.fresh_cwd()
-    bare = lambda: process_seconds([sys.executable, "-c", BARE], env, cwd)
-    loaded = lambda: process_seconds([sys.executable, "-c", LOADED], env, cwd)
+
+    def bare() -> float:
+        return process_seconds([sys.executable, "-c", BARE], env, cwd)
+
+    def loaded() -> float:
+        return process_seconds([sys.executable, "-c", LOADED], env, cwd)
+
     bare(), loaded()  # bytecode, IPython profile, file caches
     t_bare, t_loaded = interleave(LOAD_PAIRS, bare, loaded)
     return median(t_bare), median(t_loaded)
 
 
-def first_turns(ws: Workspace) -> dict[str, list[dict]]:
-    def run(delay: float) -> dict:
+def first_turns_and_warm_rounds(ws: Workspace) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict]:
+    """Rows 2-5, interleaved: each repeat runs a delayed and an immediate first-turn process and a warm process
+    (the order rotating), so that a slow spell of the machine does not land on one figure only."""
+
+    def first(delay: float) -> dict:
         cfg = {"load": "%load_ext shiro_kernel", "delay": delay, "cell": TURN}
         return ws.run_cells(sys.executable, cfg, expect_path="/v1/responses", expect_calls=1)
 
-    run(0)  # bytecode and caches of a first-ever run are not what a user's kernel start sees
-    delayed, immediate = interleave(COLD_REPEATS, lambda: run(2.0), lambda: run(0.0))
-    return {"delayed": delayed, "immediate": immediate}
+    first(0)  # bytecode and caches of a first-ever run are not what a user's kernel start sees
+    delayed, immediate, warm = interleave(COLD_REPEATS, lambda: first(2.0), lambda: first(0.0), lambda: warm_rounds(ws))
+    pooled: dict[str, list[float]] = {}
+    for result, _shape in warm:
+        for key, times in result.items():
+            pooled.setdefault(key, []).extend(times)
+    return {"delayed": delayed, "immediate": immediate}, pooled, warm[-1][1]
 
 
 def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
@@ -163,8 +175,15 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
     before = len(ws.fake.requests)
     with tempfile.TemporaryFile(mode="w+") as stderr:
         body_file = Path(ws.tmp / "body.json")
-        proc = subprocess.Popen([sys.executable, "-c", WARM_CHILD, json.dumps(cfg)], env=ws.env(), cwd=ws.fresh_cwd(),
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WARM_CHILD, json.dumps(cfg)],
+            env=ws.env(),
+            cwd=ws.fresh_cwd(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
         assert proc.stdin is not None and proc.stdout is not None
         result, turn_bodies, sdk_from = None, [], 0
 
@@ -185,7 +204,7 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
                 proc.stdin.write(f"{body_file}\n")
                 proc.stdin.flush()
             elif line.startswith("@@RESULT "):
-                result = json.loads(line[len("@@RESULT "):])
+                result = json.loads(line[len("@@RESULT ") :])
         proc.wait(timeout=60)
         if result is None:
             stderr.seek(0)
@@ -194,7 +213,11 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
     n_calls = (1 + cfg["warmup_turns"]) + 4 * SDK_WARMUP + WARM_ROUNDS * 5
     check_calls(ws.requests_since(before), "/v1/responses", n_calls)
     last = turn_bodies[-1]
-    shape = {"bytes": len(last.raw), "items": len(last.body.get("input") or []), "tools": len(last.body.get("tools") or [])}
+    shape = {
+        "bytes": len(last.raw),
+        "items": len(last.body.get("input") or []),
+        "tools": len(last.body.get("tools") or []),
+    }
     return result, shape
 
 
@@ -202,8 +225,7 @@ def main() -> None:
     started = time.perf_counter()
     with Workspace() as ws:
         t_bare, t_loaded = load_ext_vs_bare(ws)
-        cold = first_turns(ws)
-        warm, shape = warm_rounds(ws)
+        cold, warm, shape = first_turns_and_warm_rounds(ws)
     load_line = median([r["load"] for rs in cold.values() for r in rs])
     first_delayed = median([r["first"] for r in cold["delayed"]])
     first_now = median([r["first"] for r in cold["immediate"]])
@@ -215,23 +237,39 @@ def main() -> None:
 
     r_load, r_first = t_loaded / t_bare, first_delayed / turn
     rows = [
-        ("IPython start + %load_ext shiro_kernel vs bare start (process)",
-         f"{ms(t_loaded)} vs {ms(t_bare)} (x{r_load:.2f}; {(t_loaded - t_bare) * 1000:+.0f} ms)",
-         f"<= x1.05: {verdict(r_load <= 1.05)}"),
+        (
+            "IPython start + %load_ext shiro_kernel vs bare start (process)",
+            f"{ms(t_loaded)} vs {ms(t_bare)} (x{r_load:.2f}; {(t_loaded - t_bare) * 1000:+.0f} ms)",
+            f"<= x1.05: {verdict(r_load <= 1.05)}",
+        ),
         ("%load_ext shiro_kernel line alone (in-process, warm-up on)", ms(load_line), "-"),
-        ("first %shiro --wait hi, 2 s after %load_ext", f"{ms(first_delayed)} (x{r_first:.1f} a warm turn)",
-         f"<= x1.5 a warm turn: {verdict(r_first <= 1.5)}"),
-        ("first %shiro --wait hi, right after %load_ext", f"{ms(first_now)} (x{first_now / turn:.1f} a warm turn)",
-         "reported"),
-        ("warm one-step turn (same process, after a first turn)",
-         f"{ms(turn)} (x{turn / untyped:.2f} the untyped post)",
-         f"<= x1.5 the untyped post: {verdict(turn / untyped <= 1.5)}"),
+        (
+            "first %shiro --wait hi, 2 s after %load_ext",
+            f"{ms(first_delayed)} (x{r_first:.1f} a warm turn)",
+            f"<= x1.5 a warm turn: {verdict(r_first <= 1.5)}",
+        ),
+        (
+            "first %shiro --wait hi, right after %load_ext",
+            f"{ms(first_now)} (x{first_now / turn:.1f} a warm turn)",
+            "reported",
+        ),
+        (
+            "warm one-step turn (same process, after a first turn)",
+            f"{ms(turn)} (x{turn / untyped:.2f} the untyped post)",
+            f"<= x1.5 the untyped post: {verdict(turn / untyped <= 1.5)}",
+        ),
         ("same body, SDK without typed parsing (SSE events as dicts)", ms(untyped), "-"),
         ("same body, SDK without typed parsing (raw SSE bytes)", ms(raw), "-"),
-        ("same body, SDK typed streaming (fields as arguments)", f"{ms(typed)} (turn is x{turn / typed:.2f} of it)",
-         "-"),
-        ("same body, SDK typed streaming (body as extra_body)", f"{ms(typed_eb)} (turn is x{turn / typed_eb:.2f} of it)",
-         "-"),
+        (
+            "same body, SDK typed streaming (fields as arguments)",
+            f"{ms(typed)} (turn is x{turn / typed:.2f} of it)",
+            "-",
+        ),
+        (
+            "same body, SDK typed streaming (body as extra_body)",
+            f"{ms(typed_eb)} (turn is x{turn / typed_eb:.2f} of it)",
+            "-",
+        ),
     ]
     items = shape["items"]
     notes = [
@@ -239,9 +277,12 @@ def main() -> None:
         f"Medians. Load: {LOAD_PAIRS} interleaved pairs of fresh processes, with SHIRO_NO_WARMUP=1 (the process exits",
         "at once and would cut the warm-up thread short); the %load_ext line alone is timed inside the first-turn",
         f"processes, warm-up on. First turns: {COLD_REPEATS} fresh processes per variant, interleaved, each in a new",
-        f"folder (nothing to resume). Warm rows: {WARM_ROUNDS} rounds in one process, `%shiro --wait --new hi`, each SDK",
-        (f"call posting the very body its round's turn sent ({shape['bytes'] / 1000:.1f} kB: {items} input "
-         f"item{'s' if items != 1 else ''}, {shape['tools']} tools)."),
+        f"folder (nothing to resume). Warm rows: {WARM_ROUNDS} rounds in each of {COLD_REPEATS} processes (pooled),",
+        "interleaved with the first-turn processes; each round a `%shiro --wait --new hi` and SDK calls posting",
+        (
+            f"the very body that turn sent ({shape['bytes'] / 1000:.1f} kB: {items} input "
+            f"item{'s' if items != 1 else ''}, {shape['tools']} tools)."
+        ),
         "SDK untyped: client.post('/responses', body=..., stream=True, cast_to=object, stream_cls=openai.Stream[object]);",
         "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(). Fake server: 127.0.0.1, in the",
         "benchmark process. Children cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset).",

@@ -44,16 +44,23 @@ def peer_python() -> Path:
     print(f"installing the peer into {PEER_VENV} (once) ...", file=sys.stderr)
     shutil.rmtree(PEER_VENV, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PEER_REQUIREMENTS],
-                   check=True, stdout=sys.stderr)
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PEER_REQUIREMENTS],
+        check=True,
+        stdout=sys.stderr,
+    )
     subprocess.run([str(py), "-c", "import jupyter_ai_magics, langchain_openai, IPython"], check=True)
     marker.write_text(want)
     return py
 
 
 def version_of(python: Path | str, dist: str) -> str:
-    return subprocess.run([str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def main() -> None:
@@ -65,13 +72,13 @@ def main() -> None:
 
         def ours() -> dict:
             cfg = {"load": "%load_ext shiro_kernel", "delay": DELAY, "cell": TURN, "warm": WARM}
-            return ws.run_cells(sys.executable, cfg, expect_path="/v1/responses", expect_calls=1 + WARM,
-                                env=ours_env)
+            return ws.run_cells(sys.executable, cfg, expect_path="/v1/responses", expect_calls=1 + WARM, env=ours_env)
 
         def peer() -> dict:
             cfg = {"load": "%load_ext jupyter_ai_magics", "delay": DELAY, "cell": PEER_CELL, "warm": WARM}
-            return ws.run_cells(str(peer_py), cfg, expect_path="/v1/chat/completions", expect_calls=1 + WARM,
-                                env=peer_env)
+            return ws.run_cells(
+                str(peer_py), cfg, expect_path="/v1/chat/completions", expect_calls=1 + WARM, env=peer_env
+            )
 
         ours(), peer()  # bytecode and caches of a first-ever run
         o, p = interleave(REPEATS, ours, peer)
@@ -90,10 +97,18 @@ def main() -> None:
     start_ratio = fig(p, "shell_and_load") / fig(o, "shell_and_load")
     rows = [
         ("IPython import + InteractiveShell (in-process)", ms(fig(o, "shell")), ms(fig(p, "shell")), "-"),
-        ("%load_ext line", ms(fig(o, "load")), ms(fig(p, "load")),
-         f">= x5 faster: x{load_ratio:.0f} ({'met' if load_ratio >= 5 else 'NOT met'})"),
-        ("IPython start + %load_ext (in-process)", ms(fig(o, "shell_and_load")), ms(fig(p, "shell_and_load")),
-         f"x{start_ratio:.1f} faster"),
+        (
+            "%load_ext line",
+            ms(fig(o, "load")),
+            ms(fig(p, "load")),
+            f">= x5 faster: x{load_ratio:.0f} ({'met' if load_ratio >= 5 else 'NOT met'})",
+        ),
+        (
+            "IPython start + %load_ext (in-process)",
+            ms(fig(o, "shell_and_load")),
+            ms(fig(p, "shell_and_load")),
+            f"x{start_ratio:.1f} faster",
+        ),
         (f"first call, {DELAY:g} s after %load_ext", ms(fig(o, "first")), ms(fig(p, "first")), "-"),
         ("warm call (same process)", ms(warm(o)), ms(warm(p)), "-"),
         ("the model call (fake server's record)", call(o), call(p), "-"),
@@ -101,12 +116,16 @@ def main() -> None:
     notes = [
         "",
         f"Medians of {REPEATS} fresh processes per side, interleaved (warm calls: {WARM} per process, pooled).",
-        (f"Calls: `{TURN}` / `%%ai openai-chat:{MODEL}` + `hi`, both to the same fake server on 127.0.0.1 via "
-         "OPENAI_BASE_URL."),
-        (f"Peer venv: jupyter-ai-magics {version_of(peer_py, 'jupyter-ai-magics')}, langchain-openai "
-         f"{version_of(peer_py, 'langchain-openai')}, openai {version_of(peer_py, 'openai')}, "
-         f"IPython {version_of(peer_py, 'ipython')}; ours: openai {version_of(sys.executable, 'openai')}, "
-         f"IPython {version_of(sys.executable, 'ipython')}."),
+        (
+            f"Calls: `{TURN}` / `%%ai openai-chat:{MODEL}` + `hi`, both to the same fake server on 127.0.0.1 via "
+            "OPENAI_BASE_URL."
+        ),
+        (
+            f"Peer venv: jupyter-ai-magics {version_of(peer_py, 'jupyter-ai-magics')}, langchain-openai "
+            f"{version_of(peer_py, 'langchain-openai')}, openai {version_of(peer_py, 'openai')}, "
+            f"IPython {version_of(peer_py, 'ipython')}; ours: openai {version_of(sys.executable, 'openai')}, "
+            f"IPython {version_of(sys.executable, 'ipython')}."
+        ),
         "Both sides cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset for the children).",
         f"(this script: {time.perf_counter() - started:.0f} s, not counting the one-time peer install)",
     ]

@@ -6,7 +6,6 @@ writes ``docs/benchmarks.md``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import platform
 import subprocess
@@ -23,6 +22,8 @@ SUITES = [
     ("Pruning and the request validator", "bench_prune.py"),
     ("Sessions at 10,000 records", "bench_sessions.py"),
     ("Widget updates while streaming", "bench_widgets.py"),
+    ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
+    ("Beside jupyter-ai-magics", "bench_peer.py"),
 ]
 
 
@@ -42,9 +43,9 @@ def autosave_during_a_200_step_turn() -> str:
     os.environ["OPENAI_API_KEY"] = "sk-bench"
     from fakeopenai import Call, FakeOpenAI, Reply
 
-    from shiro_kernel.provider import Provider, ProviderSettings
+    from shiro_kernel.provider.client import Provider, ProviderSettings
     from shiro_kernel.session import Session
-    from shiro_kernel.sessions import Autosaver, SessionStore
+    from shiro_kernel.store.sessions import Autosaver, SessionStore
     from shiro_kernel.tools import ToolContext, all_tools
     from shiro_kernel.turn import Turn, TurnOptions
 
@@ -65,12 +66,6 @@ def autosave_during_a_200_step_turn() -> str:
             f"(x{changes / max(saver.writes, 1):.0f} fewer than one write per change)")
 
 
-def jupyter_ai() -> str:
-    if importlib.util.find_spec("jupyter_ai_magics") is None:
-        return "jupyter-ai-magics is not installed here, so `%load_ext jupyter_ai_magics` and `%%ai` were not measured."
-    return "jupyter-ai-magics is installed but its comparison is not implemented yet."
-
-
 def main() -> None:
     sections = [
         "# Benchmarks", "",
@@ -84,7 +79,6 @@ def main() -> None:
         sections += [f"## {title}", "", "```text", run(script), "```", ""]
     print("running the 200-step autosave turn ...", file=sys.stderr)
     sections += ["## Autosave during a long turn", "", autosave_during_a_200_step_turn(), ""]
-    sections += ["## Jupyter AI", "", jupyter_ai(), ""]
     text = "\n".join(sections)
     (ROOT / "docs").mkdir(exist_ok=True)
     (ROOT / "docs" / "benchmarks.md").write_text(text, encoding="utf-8")

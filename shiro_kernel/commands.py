@@ -12,9 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .errors import ShiroError
-from .memory.notes import DISABLED as MEMORY_DISABLED
 from .store.ids import short_id
-from .ui.session_text import format_rows
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -24,7 +22,8 @@ def _todos(agent: Agent, arg: str) -> str:
     return agent.tasks.render()
 
 
-MEMORY_OFF = f"{MEMORY_DISABLED}\nturn it back on with %shiro --memory"
+#: the seed's line for /notes and /memory under --no-memory, and how to undo it
+MEMORY_OFF = "memory is disabled (--no-memory)\nturn it back on with %shiro --memory"
 
 
 def _notes(agent: Agent, arg: str) -> str:
@@ -62,6 +61,8 @@ def _clear(agent: Agent, arg: str) -> str:
 
 
 def _sessions(agent: Agent, arg: str) -> str:
+    from .ui.session_text import format_rows
+
     return format_rows(agent.store.list(15))
 
 

@@ -58,9 +58,10 @@ def _declare(fn: Any) -> Any:
     return fn
 
 
-def parse_line(line: str, parser: Any) -> Parsed:
-    """Split the leading options (as ``parser`` declares them) from the prompt; the prompt keeps its own
-    spacing and quotes. ``--`` ends the options."""
+def parse_line(line: str, parser: Any = None) -> Parsed:
+    """Split the leading options (as ``parser`` declares them; default: ``%shiro``'s) from the prompt; the
+    prompt keeps its own spacing and quotes. ``--`` ends the options."""
+    parser = parser or ShiroMagics.shiro.parser
     takes_value = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
     tokens: list[str] = []
     rest = line.strip()
@@ -114,12 +115,12 @@ class ShiroMagics(Magics):
     def shiro(self, line: str) -> None:
         """Run one agent turn: %shiro [options] PROMPT; %%shiro [options] takes the cell body as the prompt.
         A slash command (%shiro /todos) runs a command instead."""
-        self._run(parse_line(line, self.shiro.parser))
+        self._run(parse_line(line))
 
     @cell_magic("shiro")
     def shiro_cell(self, line: str, cell: str) -> None:
         """%%shiro [options] — the cell body is the prompt (options as for %shiro)."""
-        parsed = parse_line(line, self.shiro.parser)
+        parsed = parse_line(line)
         parsed.prompt = "\n".join(x for x in (parsed.prompt, cell.strip()) if x)
         self._run(parsed)
 
@@ -205,7 +206,13 @@ class ShiroMagics(Magics):
             self._agent.close()
 
 
-ShiroMagics.shiro.__doc__ = (ShiroMagics.shiro.__doc__ or "") + _HELP_TAIL
+def _help() -> str:
+    from .commands import help_text
+
+    return (ShiroMagics.shiro.__doc__ or "") + _HELP_TAIL + "\n" + help_text()
+
+
+ShiroMagics.shiro.__doc__ = _help()
 
 
 # -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------

@@ -38,14 +38,14 @@ def test_todos_sessions_save_resume_clear(shell, fake_openai):
     todos = run(shell, "%shiro /todos")
     assert "tasks ........................................ 0/1  1 blocked" in todos and "[!] fix the join" in todos
     rows = run(shell, "%shiro /sessions")
-    assert rows.startswith(first[:8]) and "4msg  why does the join drop rows?" in rows
+    assert rows.startswith(first[:18]) and "4msg  why does the join drop rows?" in rows
 
     assert "cleared; the previous session stays resumable" in run(shell, "%shiro /clear")
     assert agent(shell).session.id != first and run(shell, "%shiro /todos").strip() == "no tasks"
     assert run(shell, "%shiro /resume").strip() == "usage: /resume <session-id>"
     assert run(shell, "%shiro /resume zzzz").strip() == 'no session matching "zzzz"'
-    out = run(shell, f"%shiro /resume {first[:8]}")
-    assert out.strip() == f"resumed {first[:8]} (4 messages): why does the join drop rows?"
+    out = run(shell, f"%shiro /resume {first[:18]}")
+    assert out.strip() == f'resumed {first[:18]} — 4 messages: "why does the join drop rows?"'  # as -r says it
     assert "[!] fix the join" in run(shell, "%shiro /todos")  # /resume restores the task list too
 
 
@@ -58,7 +58,7 @@ def test_flags_new_continue_and_resume(shell, fake_openai):
     assert agent(shell).session.id != first.id
     agent(shell).autosaver.flush()
     out = run(shell, f"%shiro -r {first.id[:23]}")  # both made within seconds: a longer prefix
-    assert out.strip() == f'resumed {first.id[:8]} — 2 messages: "first question"'
+    assert out.strip() == f'resumed {first.id[:18]} — 2 messages: "first question"'
     out = run(shell, "%shiro -c")  # newest for this notebook (here: this folder): the second one
     assert '"second question"' in out
     with capture_output() as cap:
@@ -90,10 +90,16 @@ def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
     assert "(command) tests run with pytest -q" in run(shell, "%shiro /notes")
     assert "memory left as is: 1 entries" in run(shell, "%shiro /memory")
 
-    fake_openai.enqueue(Reply(text="ok"))
-    run(shell, "%shiro --no-memory what do you know?")
+    fake_openai.enqueue(Reply(text="ok"), Reply(text="still off"))
+    out = run(shell, "%shiro --no-memory what do you know?")
+    assert "memory is off for this session" in out and "%shiro --memory" in out
     assert "tests run with pytest -q" not in fake_openai.requests[-1].body["instructions"]
     assert "**style**" not in fake_openai.requests[-1].body["instructions"]
+    run(shell, "%shiro and now?")  # --no-memory holds for the session, slash commands included
+    assert "Project memories" not in fake_openai.requests[-1].body["instructions"]
+    assert run(shell, "%shiro /notes").strip() == ("memory is disabled (--no-memory)\n"
+                                                   "turn it back on with %shiro --memory")
+    assert "memory is on" in run(shell, "%shiro --memory")
 
     out = run(shell, "%shiro --mute style,ghost")
     assert "Warning: --mute 'ghost' matches no memory" in out

@@ -75,7 +75,7 @@ def test_load_ext_does_not_import_openai(monkeypatch):
 
 def test_openai_is_warmed_off_the_main_thread(monkeypatch):
     monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
-    code = LOAD + ("from shiro_kernel import _warmup\n_warmup.thread.join(30)\n"
-                   "print(_warmup.thread.name, 'openai' in sys.modules)")
+    code = LOAD + ("from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
+                   "print(warmup.thread.name, 'openai' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[-2:] == ["shiro-warmup", "True"]

@@ -75,12 +75,16 @@ def read_result(found: Found) -> str:
     return text
 
 
-def _memory_read(args: dict[str, Any], ctx: ToolContext) -> str:
-    store = _memories(ctx)
-    name = (args.get("name") or "").strip()
+def read_text(store: MemoryStore, name: str | None, scope: str | None = None) -> str:
+    """``memory_read``'s result: the indexes for a blank name, else the named entries."""
+    name = (name or "").strip()
     if not name:
-        return store.indexes(args.get("scope"))
-    return read_result(store.read(name, args.get("scope")))
+        return store.indexes(scope)
+    return read_result(store.read(name, scope))
+
+
+def _memory_read(args: dict[str, Any], ctx: ToolContext) -> str:
+    return read_text(_memories(ctx), args.get("name"), args.get("scope"))
 
 
 def _memory_write(args: dict[str, Any], ctx: ToolContext) -> str:

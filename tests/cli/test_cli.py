@@ -42,10 +42,10 @@ def test_list_rows_newest_first(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["sessions"], capsys)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2
-    assert lines[0].startswith("0193b000  ") and lines[0].endswith("  2msg  second question")
-    assert lines[1].startswith("0193a000  ") and lines[1].endswith("  2msg  first question")
+    assert lines[0].startswith("0193b000-0000-7000  ") and lines[0].endswith("  2msg  second question")
+    assert lines[1].startswith("0193a000-0000-7000  ") and lines[1].endswith("  2msg  first question")
     record = SessionStore().load_record(b.id)
-    assert lines[0] == f"0193b000  {record['updatedAt'][:16].replace('T', ' ')}  2msg  second question"
+    assert lines[0] == f"0193b000-0000-7000  {record['updatedAt'][:16].replace('T', ' ')}  2msg  second question"
     assert run(["sessions", "-n", "1"], capsys)[1].count("\n") == 1
     assert a.id not in out
 
@@ -77,18 +77,26 @@ def test_show_corrupt_record_is_not_found(capsys: pytest.CaptureFixture[str]) ->
     root.mkdir(parents=True)
     (root / "0193c000-0000-7000-8000-000000000000.json").write_text("{oops")
     assert run(["sessions"], capsys)[1] == "no saved sessions\n"
-    assert run(["sessions", "show", "0193c000-0000-7000-8000-000000000000"], capsys)[0] == 1
+    code, out, err = run(["sessions", "show", "0193c000-0000-7000-8000-000000000000"], capsys)
+    assert code == 1 and out == "" and err.startswith('shiro: no session matching "0193c000')
 
 
-def test_commands_table_takes_new_entries(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "COMMANDS", list(cli.COMMANDS))
+def test_main_runs_a_table_and_turns_errors_into_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from shiro_kernel.errors import RequestError
 
     def add(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("word")
 
-    cli.register(cli.Command("echo", "say a word", add, lambda args: print(args.word) or 0))
-    assert run(["echo", "hi"], capsys) == (0, "hi\n", "")
-    assert "sessions" in {c.name for c in cli.COMMANDS}
+    def echo(args: argparse.Namespace) -> int:
+        if args.word == "bad":
+            raise RequestError("that word is refused")
+        print(args.word)
+        return 0
+
+    table = [*cli.commands(), cli.Command("echo", "say a word", add, echo)]
+    assert cli.main(["echo", "hi"], table) == 0 and capsys.readouterr().out == "hi\n"
+    assert cli.main(["echo", "bad"], table) == 1 and capsys.readouterr().err == "shiro: that word is refused\n"
+    assert [c.name for c in cli.commands()] == ["sessions", "history", "notes", "memory", "bundle"]
 
 
 def test_console_script_via_subprocess(tmp_path: Path) -> None:
@@ -97,29 +105,13 @@ def test_console_script_via_subprocess(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli", "sessions"], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("0193d000  ") and proc.stdout.rstrip().endswith("2msg  from a kernel")
+    assert proc.stdout.startswith("0193d000-0000-7000  ") and proc.stdout.rstrip().endswith("2msg  from a kernel")
     proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli", "sessions", "show", "nope"],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     assert proc.returncode == 1 and proc.stderr == 'shiro: no session matching "nope"\n'
     proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli"], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=60)
     assert proc.returncode == 0 and "sessions" in proc.stdout
-
-
-def test_plain_tuple_entries_and_external_modules(monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(cli, "COMMANDS", list(cli.COMMANDS))
-
-    def ping(args: argparse.Namespace) -> int:
-        """answer pong"""
-        print("pong")
-        return 0
-
-    cli.register(("ping", lambda parser: None, ping))
-    assert run(["ping"], capsys) == (0, "pong\n", "")
-    assert next(c for c in cli.COMMANDS if c.name == "ping").help == "answer pong"
-    monkeypatch.setattr(cli, "_EXTERNAL", (".no_such_module_here",))
-    assert run(["sessions"], capsys)[0] == 0  # a missing module contributes nothing
 
 
 def test_history_command_text_and_json(tmp_path, capsys):

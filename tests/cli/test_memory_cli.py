@@ -1,4 +1,4 @@
-"""``shiro notes`` / ``shiro memory`` / ``shiro bundle`` through memory_cli.COMMANDS."""
+"""``shiro notes`` / ``shiro memory`` / ``shiro bundle`` (shiro_kernel.cli.memory), through ``shiro``'s main."""
 
 from __future__ import annotations
 
@@ -9,22 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from shiro_kernel.memory import named as memories
+from shiro_kernel.cli import main
 from shiro_kernel.cli import memory as memory_cli
+from shiro_kernel.memory import index_file
 from shiro_kernel.memory.named import MemoryStore
 from shiro_kernel.memory.notes import NoteStore
 
 
 def run(argv: list[str]) -> int:
-    return memory_cli.main(argv)
+    return main(argv)
 
 
 def test_commands_shape() -> None:
-    assert [c[0] for c in memory_cli.COMMANDS] == ["notes", "memory", "bundle"]
-    for name, add, runner in memory_cli.COMMANDS:
-        parser = argparse.ArgumentParser()
-        add(parser)
-        assert callable(runner)
+    assert [c.name for c in memory_cli.COMMANDS] == ["notes", "memory", "bundle"]
+    for command in memory_cli.COMMANDS:
+        command.add_arguments(argparse.ArgumentParser())
+        assert callable(command.run)
 
 
 def test_notes_list_and_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,7 +67,7 @@ def test_memory_print_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert run(["memory", "show", "style", "--project", str(proj)]) == 0
     assert capsys.readouterr().out == "snake_case\n\n"
     assert run(["memory", "show", "nope", "--project", str(proj)]) == 1
-    assert capsys.readouterr().err == "Error: memory not found: nope\n"
+    assert capsys.readouterr().err == "shiro: memory not found: nope\n"
     assert run(["memory", "show", "../x", "--project", str(proj)]) == 1
     assert "invalid memory name" in capsys.readouterr().err
 
@@ -81,7 +81,7 @@ def test_bundle_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert capsys.readouterr().out == ("Would install tips 1 into system scope: tips.md\n"
                                        "needs shiro-no-such-cmd-xyz: not found on PATH; installed anyway\n")
     assert run(["bundle", "install", str(folder)]) == 0
-    assert (memories.system_dir() / "tips.md").exists()
+    assert (index_file.system_dir() / "tips.md").exists()
     capsys.readouterr()
     assert run(["bundle", "status", "tips"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -91,9 +91,9 @@ def test_bundle_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert run(["bundle", "uninstall", "tips"]) == 0
     assert "Moved to the trash: tips.md (" in capsys.readouterr().out
     assert run(["bundle", "status", "tips"]) == 1
-    assert capsys.readouterr().err == "Error: bundle 'tips' is not installed\n"
+    assert capsys.readouterr().err == "shiro: bundle 'tips' is not installed\n"
     assert run(["bundle", "install", str(tmp_path / "nowhere")]) == 1
-    assert capsys.readouterr().err.startswith("Error: manifest.yml not found in ")
+    assert capsys.readouterr().err.startswith("shiro: manifest.yml not found in ")
 
 
 def test_bundle_project_scope(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -104,7 +104,7 @@ def test_bundle_project_scope(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     (folder / "p.md").write_text("p\n")
     (folder / "manifest.yml").write_text("name: pb\nversion: '2'\n")
     assert run(["bundle", "install", str(folder), "--scope", "project", "--project", str(proj)]) == 0
-    assert (memories.project_dir(proj) / "p.md").exists()
+    assert (index_file.project_dir(proj) / "p.md").exists()
     capsys.readouterr()
     assert run(["bundle", "status", "pb", "--project", str(proj)]) == 0
     assert capsys.readouterr().out.startswith("pb 2 (project scope)")

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from fakeopenai import Call, Reply
+from shiro_kernel.errors import ProviderError
 from shiro_kernel.context.compact import COMPACT_SYSTEM, EMPTY_SUMMARY, compact_message, compact_session
 from shiro_kernel.events import Notice, TextDelta, TurnEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
@@ -194,8 +195,8 @@ def test_compact_replaces_the_history_with_one_summary(env, tmp_path):
     before = len(session.messages)
     env.enqueue(Reply(text="- goal: add 1 and 2\n- outcome: 3\n- remains: write a.py"))
     result = compact_session(session, provider_for(env))
-    assert result == (before, 1, None)
-    assert compact_message(*result[:2]) == f"compacted {before} messages into 1"
+    assert result == (before, 1)
+    assert compact_message(*result) == f"compacted {before} messages into 1"
     assert [m.role for m in session.messages] == ["user"]
     assert session.messages[0].text == ("Summary of the session so far:\n\n"
                                         "- goal: add 1 and 2\n- outcome: 3\n- remains: write a.py")
@@ -212,14 +213,15 @@ def test_failed_compact_leaves_the_history_untouched(env, tmp_path, failure):
         env.enqueue(Reply(text=""))
     else:
         env.enqueue_error(400, "This model's maximum context length was exceeded.")
-    before, after, error = compact_session(session, provider_for(env))
-    assert before == after == len(snapshot)
+    with pytest.raises(ProviderError) as info:
+        compact_session(session, provider_for(env))
+    error = str(info.value)
     assert error == EMPTY_SUMMARY if failure == "empty" else "maximum context length" in error
     assert [m.to_json() for m in session.messages] == snapshot
 
 
 def test_compact_of_an_empty_history(env):
-    assert compact_session(Session(), provider_for(env)) == (0, 0, None)
+    assert compact_session(Session(), provider_for(env)) == (0, 0)
     assert env.requests == []
 
 

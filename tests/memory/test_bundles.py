@@ -232,7 +232,7 @@ def test_annotate_index_and_prompt_block(tmp_path: Path) -> None:
             assert mark not in line
     assert out.replace(mark, "") == raw
     assert mark in store.prompt_block()
-    assert mark not in store.read("") and mark not in store.read("", "system")  # a blank read has no marker
+    assert mark not in store.indexes() and mark not in store.indexes("system")  # a blank read has no marker
     # all needs found: no marker; unreadable records: text unchanged
     assert annotate_index(raw, sysdir(), env_path=os.environ["PATH"] + os.pathsep + str(tmp_path / "none")) != raw
     fake = tmp_path / "fakebin"

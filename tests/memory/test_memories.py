@@ -3,6 +3,8 @@ chi_mute_flag_spec.rb ported, plus name validation, locking and the tools."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import multiprocessing
 import re
@@ -12,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from shiro_kernel.store import paths
+from shiro_kernel.errors import MemoryRefused
+from shiro_kernel.tools.memory_tools import read_text
 from shiro_kernel.memory.named import MemoryStore, filter_index, key_for, normalize_mute, normalize_mute_list
 from shiro_kernel.tools import run_tool
 from shiro_kernel.tools.base import ToolContext
@@ -20,6 +24,22 @@ from shiro_kernel.transcript import ToolCallPart
 
 SEP = "\n\n---\n\n"
 TODAY = date.today().isoformat()
+
+def said(fn: Any, *args: Any, **kwargs: Any) -> str:
+    """What the model reads: the result, or ``Error: <sentence>`` for a refusal (as the tool boundary says it)."""
+    try:
+        return str(fn(*args, **kwargs))
+    except MemoryRefused as exc:
+        return f"Error: {exc}"
+
+
+def read(store: MemoryStore, name: str | None = "", scope: str | None = None) -> str:
+    return said(read_text, store, name, scope)
+
+
+def write(store: MemoryStore, *args: Any, **kwargs: Any) -> str:
+    return said(store.write, *args, **kwargs)
+
 
 
 @pytest.fixture
@@ -50,53 +70,53 @@ class TestRead:
     def test_reads_strips_and_falls_back(self, store: MemoryStore, dirs) -> None:
         s, p = dirs
         w(p / "notes.md", "# Notes\nRemember this.")
-        assert store.read("notes") == "# Notes\nRemember this."
-        assert "Error" in store.read("nonexistent")
+        assert read(store, "notes") == "# Notes\nRemember this."
+        assert "Error" in read(store, "nonexistent")
         w(p / "padded.md", "content")
-        assert store.read("  padded  ") == "content"
+        assert read(store, "  padded  ") == "content"
         w(s / "notes.md", "system-notes")
-        assert store.read("notes", "system") == "system-notes"
+        assert read(store, "notes", "system") == "system-notes"
         w(s / "fallback.md", "from-system")
-        assert store.read("fallback") == "from-system"
+        assert read(store, "fallback") == "from-system"
         w(p / "same.md", "project-version")
         w(s / "same.md", "system-version")
-        assert store.read("same") == "project-version"
+        assert read(store, "same") == "project-version"
 
     def test_invalid_scope(self, store: MemoryStore) -> None:
-        assert store.read("notes", "global") == "Error: invalid scope 'global', expected one of: project, system"
+        assert read(store, "notes", "global") == "Error: invalid scope 'global', expected one of: project, system"
 
     def test_blank_name_indexes(self, store: MemoryStore, dirs) -> None:
         s, p = dirs
-        assert store.read("", "project") == "No memories stored yet."
+        assert read(store, "", "project") == "No memories stored yet."
         w(p / "index.md", "- **project**: project notes")
         w(s / "index.md", "- **system**: system notes")
-        assert store.read("") == ("Project memories:\n- **project**: project notes\n\n"
+        assert read(store, "") == ("Project memories:\n- **project**: project notes\n\n"
                                   "System memories:\n- **system**: system notes")
         (s / "index.md").unlink()
         w(s / "alpha.md", "a")
         w(s / "beta.md", "b")
         w(s / "alpha.gemma4o.md", "overlay")
-        assert store.read("", "system") == "Stored memories (no index yet):\nalpha\nbeta"
+        assert read(store, "", "system") == "Stored memories (no index yet):\nalpha\nbeta"
 
     def test_comma_lists(self, store: MemoryStore, dirs) -> None:
         s, p = dirs
         w(p / "one.md", "content-one")
         w(p / "two.md", "content-two")
-        assert store.read("one, two") == "content-one" + SEP + "content-two"
-        assert store.read("one,, ,two") == "content-one" + SEP + "content-two"
+        assert read(store, "one, two") == "content-one" + SEP + "content-two"
+        assert read(store, "one,, ,two") == "content-one" + SEP + "content-two"
         w(p / "found.md", "found-content")
-        assert store.read("found, missing-entry") == "found-content" + SEP + "Error: memory not found: missing-entry"
-        assert store.read("missing-a, missing-b") == "Error: memory not found: missing-a, missing-b"
+        assert read(store, "found, missing-entry") == "found-content" + SEP + "Error: memory not found: missing-entry"
+        assert read(store, "missing-a, missing-b") == "Error: memory not found: missing-a, missing-b"
         w(p / "dup.md", "dup-content")
-        assert store.read("dup, dup") == "dup-content" + SEP + "dup-content"
+        assert read(store, "dup, dup") == "dup-content" + SEP + "dup-content"
         w(p / "only-proj.md", "project-only")
         w(s / "only-sys.md", "system-only")
-        out = store.read("only-proj, only-sys", "project")
+        out = read(store, "only-proj, only-sys", "project")
         assert out == "project-only" + SEP + "Error: memory not found: only-sys"
         w(p / "a.md", "project-a")
         w(s / "b.md", "system-b")
-        assert store.read("a, b") == "project-a" + SEP + "system-b"
-        assert store.read("  ,  ,  ") == "Error: no memory names provided"
+        assert read(store, "a, b") == "project-a" + SEP + "system-b"
+        assert read(store, "  ,  ,  ") == "Error: no memory names provided"
 
 
 # -- memory_write ---------------------------------------------------------------------------------
@@ -111,31 +131,31 @@ def line_for(text: str, name: str) -> str | None:
 class TestWrite:
     def test_write_and_success_text(self, store: MemoryStore, dirs) -> None:
         s, p = dirs
-        out = store.write("project", "my_memory", "# My Memory\nSome content.")
+        out = write(store, "project", "my_memory", "# My Memory\nSome content.")
         assert out == (f"Memory 'my_memory' saved to project scope (25 bytes). File written: {p / 'my_memory.md'}"
                        " Index line refreshed automatically.")
         assert (p / "my_memory.md").read_text() == "# My Memory\nSome content."
         w(s / "old.md", "original")
-        store.write("system", "old", "updated")
+        write(store, "system", "old", "updated")
         assert (s / "old.md").read_text() == "updated"
-        assert "5 bytes" in store.write("project", "greet", "hello")
-        assert "Index updated" not in store.write("project", "greet", "hello")
+        assert "5 bytes" in write(store, "project", "greet", "hello")
+        assert "Index updated" not in write(store, "project", "greet", "hello")
 
     def test_errors(self, store: MemoryStore) -> None:
-        assert store.write("project", "", "content") == "Error: entry name is required"
-        assert store.write(None, "entry", "content") == "Error: scope is required"
-        assert store.write("project", "entry", "") == "Error: content is required"
-        assert store.write("global", "entry", "x") == "Error: invalid scope 'global', expected one of: project, system"
+        assert write(store, "project", "", "content") == "Error: entry name is required"
+        assert write(store, None, "entry", "content") == "Error: scope is required"
+        assert write(store, "project", "entry", "") == "Error: content is required"
+        assert write(store, "global", "entry", "x") == "Error: invalid scope 'global', expected one of: project, system"
 
     def test_index_name_is_verbatim(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        out = store.write("project", "index", "- **notes**: project notes")
+        out = write(store, "project", "index", "- **notes**: project notes")
         assert out == f"Memory 'index' saved to project scope (26 bytes). File written: {p / 'index.md'}"
         assert index(p) == "- **notes**: project notes"
 
     def test_first_write_creates_header_and_line(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        store.write("project", "notes", "Note")
+        write(store, "project", "notes", "Note")
         assert index(p) == (
             "# Memory Index\n\nManaged entries below are auto-maintained by memory_write (name, scope, "
             "last-written date, size). Free-form sections are preserved.\n\n"
@@ -144,76 +164,76 @@ class TestWrite:
 
     def test_description_and_upsert(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        store.write("project", "todo", "content", description="quick todos")
+        write(store, "project", "todo", "content", description="quick todos")
         assert line_for(index(p), "todo").endswith(" — quick todos\n")
-        store.write("project", "note", "old")
-        store.write("project", "note", "a much longer content")
+        write(store, "project", "note", "old")
+        write(store, "project", "note", "a much longer content")
         lines = [l for l in index(p).splitlines(keepends=True) if l.startswith("- **note**")]
         assert lines == [f"- **note** · project · {TODAY} · 21\n"]
 
     def test_append_without_disturbing(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        store.write("project", "alpha", "one")
+        write(store, "project", "alpha", "one")
         before = line_for(index(p), "alpha")
-        store.write("project", "beta", "two")
+        write(store, "project", "beta", "two")
         assert line_for(index(p), "alpha") == before and "- **beta**" in index(p)
 
     def test_hand_written_preserved_byte_for_byte(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
         w(p / "index.md", "## Custom Notes\nSome hand-written text.\n")
-        store.write("project", "xentry", "x")
+        write(store, "project", "xentry", "x")
         assert index(p) == f"## Custom Notes\nSome hand-written text.\n- **xentry** · project · {TODAY} · 1\n"
         w(p / "index.md", "- **notes** · project · 2020-01-02 · 9\n## Notes\n")
-        store.write("project", "xentry", "x")
+        write(store, "project", "xentry", "x")
         assert index(p).startswith("- **notes** · project · 2020-01-02 · 9\n## Notes\n")
         w(p / "index.md", "no newline at end")
-        store.write("project", "y", "yy")
+        write(store, "project", "y", "yy")
         assert index(p) == f"no newline at end\n- **y** · project · {TODAY} · 2\n"
         w(p / "index.md", "top\r\n- **crlf** · project · 2020-01-02 · 9\r\nbottom\r\n")
-        store.write("project", "crlf", "abc")
+        write(store, "project", "crlf", "abc")
         assert index(p) == f"top\r\n- **crlf** · project · {TODAY} · 3\r\nbottom\r\n"
 
     def test_legacy_line_upgrade_and_descriptions(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
         w(p / "index.md", "- **notes**: old desc\n")
-        store.write("project", "notes", "new content")
+        write(store, "project", "notes", "new content")
         assert index(p) == f"- **notes** · project · {TODAY} · 11 — old desc\n"
-        store.write("project", "k", "v1", description="first desc")
-        store.write("project", "k", "v2 longer")
+        write(store, "project", "k", "v1", description="first desc")
+        write(store, "project", "k", "v2 longer")
         assert line_for(index(p), "k").endswith("first desc\n")
-        store.write("project", "k", "v2 longer", description="second desc")
+        write(store, "project", "k", "v2 longer", description="second desc")
         assert line_for(index(p), "k").endswith("second desc\n")
-        store.write("project", "k", "v3", description="   ")  # blank keeps the old one
+        write(store, "project", "k", "v3", description="   ")  # blank keeps the old one
         assert line_for(index(p), "k").endswith("second desc\n")
 
     def test_prose_never_matched(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
         w(p / "index.md", "- **notes are the best**: keep me\n")
-        store.write("project", "notes", "content")
+        write(store, "project", "notes", "content")
         text = index(p)
         assert "- **notes are the best**: keep me\n" in text
         assert sum(l.startswith("- **notes**") for l in text.splitlines()) == 1
 
     def test_description_one_line_and_200_chars(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        store.write("project", "d", "x", description="two\n  lines\tcollapsed")
+        write(store, "project", "d", "x", description="two\n  lines\tcollapsed")
         assert line_for(index(p), "d").endswith(" — two lines collapsed\n")
-        out = store.write("project", "long", "x", description="y" * 201)
+        out = write(store, "project", "long", "x", description="y" * 201)
         assert out.startswith("Error: description is too long (201 characters; at most 200")
         assert not (p / "long.md").exists()
-        assert store.write("project", "ok200", "x", description="z" * 200).startswith("Memory 'ok200'")
+        assert write(store, "project", "ok200", "x", description="z" * 200).startswith("Memory 'ok200'")
 
     def test_description_only_update(self, store: MemoryStore, dirs) -> None:
         p = dirs[1]
-        store.write("project", "d", "body")
-        out = store.write("project", "d", "", description="now described")
+        write(store, "project", "d", "body")
+        out = write(store, "project", "d", "", description="now described")
         assert out.endswith("Index line refreshed automatically.") and "description updated" in out
         assert (p / "d.md").read_text() == "body"
         assert line_for(index(p), "d") == f"- **d** · project · {TODAY} · 4 — now described\n"
-        assert store.write("project", "nothing", "", description="x") == "Error: content is required"
+        assert write(store, "project", "nothing", "", description="x") == "Error: content is required"
 
     def test_atomic_no_tmp_left(self, store: MemoryStore, dirs) -> None:
-        store.write("project", "a", "x" * 10000)
+        write(store, "project", "a", "x" * 10000)
         assert not [f for f in dirs[1].iterdir() if f.name.endswith(".tmp")]
 
 
@@ -225,13 +245,13 @@ BAD_NAMES = ["../escape", "a/b", "a\\b", "..", "x..y", "/etc/passwd"]
 def test_name_escapes_refused_everywhere(store: MemoryStore, dirs, bad: str, tmp_path: Path) -> None:
     msg = f"Error: invalid memory name '{bad}': use a plain name (no /, \\ or ..)"
     before = sorted(str(p) for p in tmp_path.rglob("*"))
-    assert store.write("project", bad, "content") == msg
-    assert store.write("system", bad, "content", description="d") == msg
-    assert store.read(bad) == msg
-    assert store.read(f"ok, {bad}") == msg
-    assert store.read(bad, "system") == msg
+    assert write(store, "project", bad, "content") == msg
+    assert write(store, "system", bad, "content", description="d") == msg
+    assert read(store, bad) == msg
+    assert read(store, f"ok, {bad}") == msg
+    assert read(store, bad, "system") == msg
     store.model = "gemma4o"
-    assert store.write("project", bad, "content", current_model_only=True) == msg
+    assert write(store, "project", bad, "content", current_model_only=True) == msg
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
@@ -240,7 +260,7 @@ def test_model_key_escape_refused(dirs) -> None:
     w(dirs[1] / "m.md", "base")
     # key_for normalises it to "escape": a safe key, never a path
     assert key_for("../escape") == "escape"
-    assert s.write("project", "m", "o", current_model_only=True).startswith("Model overlay 'm' for escape")
+    assert write(s, "project", "m", "o", current_model_only=True).startswith("Model overlay 'm' for escape")
     assert (dirs[1] / "m.escape.md").exists()
 
 
@@ -257,62 +277,62 @@ class TestOverlays:
         s, p = dirs
         w(p / "my_memory.md", "base content")
         w(p / "my_memory.gemma4o.md", "overlay content")
-        out = MemoryStore(s, p, "gemma4o").read("my_memory", "project")
+        out = read(MemoryStore(s, p, "gemma4o"), "my_memory", "project")
         assert out == "base content" + SEP + "Model-specific guidance (gemma4o):\noverlay content"
-        assert MemoryStore(s, p, None).read("my_memory", "project") == "base content"
-        assert MemoryStore(s, p, "qwen3.6-35b-a3b").read("my_memory", "project") == "base content"
+        assert read(MemoryStore(s, p, None), "my_memory", "project") == "base content"
+        assert read(MemoryStore(s, p, "qwen3.6-35b-a3b"), "my_memory", "project") == "base content"
 
     def test_index_reads_never_carry_overlays(self, dirs) -> None:
         s, p = dirs
         w(p / "index.md", "## Index\n")
         w(p / "index.gemma4o.md", "overlay")
-        assert MemoryStore(s, p, "gemma4o").read("", "project") == "## Index\n"
+        assert read(MemoryStore(s, p, "gemma4o"), "", "project") == "## Index\n"
 
     def test_overlay_only_when_present_and_per_name(self, dirs) -> None:
         s, p = dirs
         w(p / "a.md", "base-a")
         w(p / "b.md", "base-b")
         w(p / "a.gemma4o.md", "overlay-a")
-        out = MemoryStore(s, p, "gemma4o").read("a, b", "project")
+        out = read(MemoryStore(s, p, "gemma4o"), "a, b", "project")
         assert out == "base-a" + SEP + "Model-specific guidance (gemma4o):\noverlay-a" + SEP + "base-b"
 
     def test_overlay_same_scope_as_base(self, dirs) -> None:
         s, p = dirs
         w(p / "my_memory.md", "base")
         w(s / "my_memory.gemma4o.md", "sys-overlay")
-        assert MemoryStore(s, p, "gemma4o").read("my_memory") == "base"
+        assert read(MemoryStore(s, p, "gemma4o"), "my_memory") == "base"
 
     def test_write_overlay(self, dirs) -> None:
         s, p = dirs
         store = MemoryStore(s, p, "gemma4o")
         w(p / "my_memory.md", "base content")
         w(p / "index.md", "- **existing**: entry\n")
-        out = store.write("project", "my_memory", "overlay body", current_model_only=True)
+        out = write(store, "project", "my_memory", "overlay body", current_model_only=True)
         assert out == ("Model overlay 'my_memory' for gemma4o saved to project scope (12 bytes). "
                        f"File written: {p / 'my_memory.gemma4o.md'}")
         assert (p / "my_memory.gemma4o.md").read_text() == "overlay body"
         assert (p / "my_memory.md").read_text() == "base content"
         assert index(p) == "- **existing**: entry\n"
-        assert "overlay body" in store.read("my_memory", "project")
+        assert "overlay body" in read(store, "my_memory", "project")
         # an overlay file is not listed as a memory of its own
         (p / "index.md").unlink()
-        assert store.read("", "project") == "Stored memories (no index yet):\nmy_memory"
+        assert read(store, "", "project") == "Stored memories (no index yet):\nmy_memory"
 
     def test_write_overlay_errors(self, dirs) -> None:
         s, p = dirs
         store = MemoryStore(s, p, "gemma4o")
-        out = store.write("project", "my_memory", "overlay body", current_model_only=True)
+        out = write(store, "project", "my_memory", "overlay body", current_model_only=True)
         assert out == ("Error: no base entry 'my_memory' in project scope; a model overlay is only loaded together "
                        "with its base. Write the base entry first (without current_model_only), then write the "
                        "overlay.")
         assert not list(p.glob("my_memory*"))
         w(s / "my_memory.md", "base in system")
-        assert store.write("project", "my_memory", "x", current_model_only=True).startswith(
+        assert write(store, "project", "my_memory", "x", current_model_only=True).startswith(
             "Error: no base entry 'my_memory' in project scope")
         assert not (p / "my_memory.gemma4o.md").exists()
-        assert MemoryStore(s, p, None).write("project", "entry", "body", current_model_only=True) == (
+        assert write(MemoryStore(s, p, None), "project", "entry", "body", current_model_only=True) == (
             "Error: model key is required for current_model_only writes")
-        assert store.write("project", "index", "body", current_model_only=True) == (
+        assert write(store, "project", "index", "body", current_model_only=True) == (
             "Error: current_model_only is incompatible with the index entry")
 
 
@@ -356,14 +376,14 @@ class TestMute:
         w(s / "gh-helper.md", "gh body")
         w(s / "cli_usage.md", "cli body")
         store = MemoryStore(s, p, muted=["system/gh-helper.md"])
-        assert store.read("gh-helper") == "Error: memory 'gh-helper' is muted for this session"
-        assert store.read("gh-helper.md") == "Error: memory 'gh-helper.md' is muted for this session"
-        assert store.read("cli_usage, gh-helper") == "cli body" + SEP + "Error: memory 'gh-helper' is muted for this session"
+        assert read(store, "gh-helper") == "Error: memory 'gh-helper' is muted for this session"
+        assert read(store, "gh-helper.md") == "Error: memory 'gh-helper.md' is muted for this session"
+        assert read(store, "cli_usage, gh-helper") == "cli body" + SEP + "Error: memory 'gh-helper' is muted for this session"
         both = MemoryStore(s, p, muted=["gh-helper", "cli_usage"])
-        assert both.read("gh-helper, cli_usage") == ("Error: memory 'gh-helper' is muted for this session\n"
+        assert read(both, "gh-helper, cli_usage") == ("Error: memory 'gh-helper' is muted for this session\n"
                                                      "Error: memory 'cli_usage' is muted for this session")
-        assert "**gh-helper**" not in store.read("", "system")
-        assert "**gh-helper**" not in store.read("")
+        assert "**gh-helper**" not in read(store, "", "system")
+        assert "**gh-helper**" not in read(store, "")
         assert "**gh-helper**" not in store.prompt_block()
         assert "**cli_usage**" in store.prompt_block()
         # nothing on disk changes
@@ -381,7 +401,7 @@ def test_prompt_block(dirs) -> None:
     s, p = dirs
     store = MemoryStore(s, p)
     assert store.prompt_block() == "Project memories:\nNo memories stored yet.\n\nSystem memories:\nNo memories stored yet."
-    store.write("project", "style", "snake_case", description="naming")
+    write(store, "project", "style", "snake_case", description="naming")
     assert store.prompt_block().startswith("Project memories:\n# Memory Index\n")
     assert f"- **style** · project · {TODAY} · 10 — naming" in store.prompt_block()
 

@@ -8,7 +8,7 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from fakeopenai import Call, Reply
-from shiro_kernel.cli import memory as memory_cli
+from shiro_kernel.cli import main
 from shiro_kernel.store import files as storage
 from shiro_kernel.agent import Agent
 from shiro_kernel.commands import run as command
@@ -86,6 +86,6 @@ def test_stale_lists_notes_not_confirmed_in_90_days(tmp_path, capsys):
     entries[1]["lastHitAt"], entries[1]["hits"] = recent, 1
     storage.write_json(store.path, entries)
     assert [e["text"] for e in store.stale()] == ["old but recalled long ago"]
-    assert memory_cli.main(["notes", "--project", str(proj), "--stale"]) == 0
+    assert main(["notes", "--project", str(proj), "--stale"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"(fact) old but recalled long ago  [recalled 1x]  (last confirmed {old[:10]})"]

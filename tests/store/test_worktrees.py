@@ -27,7 +27,7 @@ CHILD = textwrap.dedent("""
 
     tag, sync, other = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     root = project_root(Path.cwd())
-    entry, _ = NoteStore.for_project(root).add("fact", f"note from {tag}")
+    entry = NoteStore.for_project(root).add("fact", f"note from {tag}").entry
     assert entry is not None
     out = MemoryStore.for_project(root).write("project", f"mem-{tag}", f"memory body from {tag}",
                                               description=f"written in {tag}")
@@ -44,7 +44,7 @@ CHILD = textwrap.dedent("""
         "root": str(root),
         "home": os.environ["SHIRO_HOME"],
         "notes": sorted(e["text"] for e in notes.entries()),
-        "memories": {name: memories.read(name, "project") for name in ("mem-main", "mem-linked")},
+        "memories": {name: memories.read(name, "project").bodies[0] for name in ("mem-main", "mem-linked")},
         "index": memories.index_text("project"),
     }))
 """)

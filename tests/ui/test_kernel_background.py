@@ -106,7 +106,7 @@ def test_background_turn_queue_and_other_cells(kernel, fake_openai):
     # another cell runs and completes while the turn is still running
     other, reply = execute(kernel, io, "21 * 2")
     assert result_text(io, other) == "42"
-    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].agent.live\n"
+    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n"
                                     "(_c.running is not None, len(_c.queue))")
     assert result_text(io, state) == "(True, 0)"
     assert turn_bundle(io, first) is None  # not finished yet
@@ -138,7 +138,7 @@ def test_tool_approved_by_button_runs_in_the_kernel_namespace(kernel, fake_opena
     first, _ = execute(kernel, io, "%shiro run something")
     deadline = time.monotonic() + 20
     while True:  # the approval buttons appear; click Approve from a cell (as a browser click would)
-        probe, _ = execute(kernel, io, "_v = get_ipython().magics_manager.registry['ShiroMagics'].agent.live"
+        probe, _ = execute(kernel, io, "_v = get_ipython().magics_manager.registry['ShiroMagics'].controller"
                                         ".running\n_v is not None and _v.view._answer is not None")
         if result_text(io, probe) == "True":
             break
@@ -166,7 +166,7 @@ def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_opena
                 and m["parent_header"].get("msg_id") == first, timeout=20)
     bundle = turn_bundle(io, first)
     assert bundle[TURN_MIME]["end"]["reason"] == "aborted"
-    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].agent.live\n"
+    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n"
                                     "(_c.running is None, len(_c.queue))")
     assert result_text(io, state) == "(True, 0)"
     assert len(fake_openai.requests) == 1

@@ -11,7 +11,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from fakeopenai import Call, Fault, Reply
-from shiro_kernel.ui import live
+from shiro_kernel.ui import kernel, live
 from shiro_kernel.turn import USER_DENIAL
 
 
@@ -25,11 +25,7 @@ def shell(monkeypatch, fake_openai, tmp_path):
     sh.run_cell("%load_ext shiro_kernel")
     sh.run_cell('%config Shiro.frontend = "widgets"')
     yield sh
-    controller = getattr(magics_of(sh).agent, "live", None)
-    if controller is not None:
-        controller.stop()
-        controller.drain_until_stopped()
-    sh.run_cell("%unload_ext shiro_kernel")
+    sh.run_cell("%unload_ext shiro_kernel")  # stops any turn and the queue
     InteractiveShell.clear_instance()
 
 
@@ -38,7 +34,7 @@ def magics_of(shell):
 
 
 def controller_of(shell) -> live.LiveController:
-    return magics_of(shell).agent.live
+    return magics_of(shell).controller
 
 
 def run(shell, source: str) -> str:
@@ -209,16 +205,16 @@ def test_auto_frontend_detection():
     class ZMQInteractiveShell:  # the name is what counts
         kernel = None
 
-    assert not live.widget_frontend(object(), "auto")
-    assert live.widget_frontend(object(), "widgets")
-    assert not live.widget_frontend(ZMQInteractiveShell(), "text")
-    live._seen_targets.discard(live.CONTROL_TARGET)
-    assert not live.widget_frontend(ZMQInteractiveShell(), "auto")
-    live._seen_targets.add(live.CONTROL_TARGET)
+    assert not kernel.widget_frontend(object(), "auto")
+    assert kernel.widget_frontend(object(), "widgets")
+    assert not kernel.widget_frontend(ZMQInteractiveShell(), "text")
+    kernel._seen_targets.discard(kernel.CONTROL_TARGET)
+    assert not kernel.widget_frontend(ZMQInteractiveShell(), "auto")
+    kernel._seen_targets.add(kernel.CONTROL_TARGET)
     try:
-        assert live.widget_frontend(ZMQInteractiveShell(), "auto")
+        assert kernel.widget_frontend(ZMQInteractiveShell(), "auto")
     finally:
-        live._seen_targets.discard(live.CONTROL_TARGET)
+        kernel._seen_targets.discard(kernel.CONTROL_TARGET)
 
 
 def test_auto_recognises_a_jupyterlab_cell_request():
@@ -235,9 +231,9 @@ def test_auto_recognises_a_jupyterlab_cell_request():
         def __init__(self, metadata):
             self.kernel = Kernel(metadata)
 
-    live._seen_targets.discard(live.CONTROL_TARGET)
-    assert live.widget_frontend(ZMQInteractiveShell({"deletedCells": [], "recordTiming": False}), "auto")
-    assert not live.widget_frontend(ZMQInteractiveShell({}), "auto")  # nbclient / papermill
+    kernel._seen_targets.discard(kernel.CONTROL_TARGET)
+    assert kernel.widget_frontend(ZMQInteractiveShell({"deletedCells": [], "recordTiming": False}), "auto")
+    assert not kernel.widget_frontend(ZMQInteractiveShell({}), "auto")  # nbclient / papermill
 
 
 def test_comm_open_watch_records_targets():
@@ -249,21 +245,23 @@ def test_comm_open_watch_records_targets():
     class Shell:
         kernel = Kernel()
 
-    live.watch_comm_opens(Shell())
-    live.watch_comm_opens(Shell())  # idempotent
+    kernel.watch_comm_opens(Shell())
+    kernel.watch_comm_opens(Shell())  # idempotent
     Kernel.shell_handlers["comm_open"](None, None, {"content": {"target_name": "jupyter.widget.control"}})
     try:
-        assert live.CONTROL_TARGET in live._seen_targets and len(seen) == 1
+        assert kernel.CONTROL_TARGET in kernel._seen_targets and len(seen) == 1
     finally:
-        live._seen_targets.discard(live.CONTROL_TARGET)
+        kernel._seen_targets.discard(kernel.CONTROL_TARGET)
 
 
 def test_help_lists_commands_and_flags():
     from shiro_kernel.commands import COMMANDS
-    from shiro_kernel.magics import ShiroMagics, _FLAGS, _VALUED
+    from shiro_kernel.magics import ShiroMagics
 
     doc = ShiroMagics.shiro.__doc__
-    for name in [*COMMANDS, *_FLAGS, *_VALUED]:
+    flags = [s for action in ShiroMagics.shiro.parser._actions for s in action.option_strings]
+    assert {"--wait", "--new", "-c", "-r", "--no-memory", "--memory", "--mute", "--model", "--agent"} <= set(flags)
+    for name in [*COMMANDS, *flags]:  # the help is generated from the one declaration of each
         assert name in doc, name
 
 
