@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (a venv in .venv with the package and its test extra) and run the whole test suite.
+# Set up (a venv in .venv with the package and its test extra, and Debian's Chromium for the browser
+# tests) and run the whole test suite. `--setup-only` sets up and stops; other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -8,8 +9,18 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
 .venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest, playwright" # fail loudly if the install did not work
+.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest, playwright, mcp" # fail loudly if the install did not work
 .venv/bin/jupyter labextension list 2>&1 | grep -q "shiro-kernel-labextension.*enabled" || { echo "the labextension was not built/installed" >&2; exit 1; }
+# The browser tests drive Debian's Chromium (never `playwright install`, which downloads from outside).
+if [ ! -x /usr/bin/chromium ] && [ ! -x /usr/lib/chromium/chromium ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "installing Debian's chromium for the browser tests" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+if [ "${1:-}" = "--setup-only" ]; then
+  exit 0
+fi
 # Tests never touch the real home: the suite's conftest points SHIRO_HOME and IPYTHONDIR at temp dirs,
 # and these cover anything started before it.
 export SHIRO_HOME="${SHIRO_HOME:-$(mktemp -d)}" IPYTHONDIR="${IPYTHONDIR:-$(mktemp -d)}"

@@ -33,8 +33,7 @@ class Ambiguous(RequestError):
 
     def __init__(self, prefix: str, matches: list[str]) -> None:
         shown = ", ".join(short_id(m) for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
-        super().__init__(f'no session matching "{prefix}" (ambiguous: {len(matches)} sessions start with it: '
-                         f"{shown})")
+        super().__init__(f'no session matching "{prefix}" (ambiguous: {len(matches)} sessions start with it: {shown})')
         self.prefix = prefix
         self.matches = matches
 
@@ -77,6 +76,14 @@ class MissingKey(ProviderError):
 
 
 __all__ = [
-    "Ambiguous", "BundleError", "CorruptFile", "MemoryRefused", "MissingKey", "ProviderError", "RequestError",
-    "ShiroError", "StoreError", "ToolError",
+    "Ambiguous",
+    "BundleError",
+    "CorruptFile",
+    "MemoryRefused",
+    "MissingKey",
+    "ProviderError",
+    "RequestError",
+    "ShiroError",
+    "StoreError",
+    "ToolError",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
@@ -68,6 +68,37 @@ class ToolCallPart:
         return value
 
 
+@dataclass(frozen=True)
+class ImageRef:
+    """An image a tool result carries to the model, by content hash: the bytes (already downscaled) live
+    in the asset store (:mod:`shiro_kernel.store.assets`), never in the transcript. ``alt`` is a text
+    stand-in for a model that takes no images (for a matplotlib figure: its title, axes and series)."""
+
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    alt: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sha256": self.sha256, "mime": self.mime, "width": self.width, "height": self.height}
+        if self.alt:
+            out["alt"] = self.alt
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ImageRef:
+        if not isinstance(data, dict) or not isinstance(data.get("sha256"), str):
+            raise ValueError(f"not an image reference: {str(data)[:80]}")
+        return cls(
+            data["sha256"],
+            str(data.get("mime") or "image/png"),
+            int(data.get("width") or 0),
+            int(data.get("height") or 0),
+            str(data.get("alt") or ""),
+        )
+
+
 @dataclass
 class ToolResultPart:
     call_id: str
@@ -77,9 +108,14 @@ class ToolResultPart:
     item_id: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     type: Literal["tool_result"] = field(default="tool_result", init=False)
+    #: images for the model (figures, image files), by reference
+    images: list[ImageRef] = field(default_factory=list)
+    #: what the call displayed (MIME bundles: figures, DataFrame HTML, ...) for the user's view of the turn;
+    #: never saved with the session (the notebook's output keeps it) and never sent to the model
+    displays: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
 
 
-Part = Union[TextPart, ReasoningPart, ToolCallPart, ToolResultPart]
+Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart
 
 
 @dataclass
@@ -142,6 +178,8 @@ def part_to_json(part: Part) -> dict[str, Any]:
     out = {"type": "tool_result", "callId": part.call_id, "name": part.name, "output": part.output}
     if part.is_error:
         out["isError"] = True
+    if part.images:
+        out["images"] = [image.to_json() for image in part.images]
     return _common(part, out)
 
 
@@ -158,8 +196,12 @@ def part_from_json(data: Any) -> Part:
         return ToolCallPart(str(data["callId"]), str(data["name"]), str(data.get("arguments", "")), **common)
     if kind == "tool_result":
         return ToolResultPart(
-            str(data["callId"]), str(data.get("name", "")), str(data.get("output", "")),
-            bool(data.get("isError", False)), **common,
+            str(data["callId"]),
+            str(data.get("name", "")),
+            str(data.get("output", "")),
+            bool(data.get("isError", False)),
+            images=[ImageRef.from_json(i) for i in data.get("images") or []],
+            **common,
         )
     raise ValueError(f"unknown part type {kind!r}")
 

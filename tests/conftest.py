@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 # Test helpers (fakeopenai, cassettes) are imported as top-level modules from tests/.
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fakeopenai import FakeOpenAI  # noqa: E402
-
+from fakeopenai import FakeOpenAI
 
 # --- fake OpenAI server and environment isolation ----------------------------
 
@@ -30,7 +28,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     (ipython_dir / "profile_default").mkdir()
     (ipython_dir / "profile_default" / "ipython_config.py").write_text('c.HistoryManager.hist_file = ":memory:"\n')
     (ipython_dir / "profile_default" / "ipython_kernel_config.py").write_text(
-        'c.HistoryManager.hist_file = ":memory:"\n')
+        'c.HistoryManager.hist_file = ":memory:"\n'
+    )
     monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API"):
         monkeypatch.delenv(var, raising=False)
@@ -73,33 +72,3 @@ def shiro_shell(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI, tmp_pa
     yield shell
     shell.run_cell("%unload_ext shiro_kernel")
     InteractiveShell.clear_instance()
-
-
-@contextmanager
-def read_only(folder: Path) -> Iterator[None]:
-    """Make ``folder`` unwritable for the duration, even for root (tests run as root in CI): ``chattr +i``
-    where the file system supports it, else ``chmod 555`` for an ordinary user."""
-    import shutil
-    import subprocess
-
-    folder = Path(folder)
-    immutable = False
-    if os.geteuid() == 0 and shutil.which("chattr"):
-        immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
-    if not immutable:
-        os.chmod(folder, 0o555)
-    probe = folder / ".write-probe"
-    try:
-        try:
-            probe.touch()
-        except OSError:
-            pass
-        else:
-            probe.unlink()
-            pytest.skip("cannot make a folder read-only here (root without chattr support)")
-        yield
-    finally:
-        if immutable:
-            subprocess.run(["chattr", "-i", str(folder)], check=True)
-        else:
-            os.chmod(folder, 0o755)

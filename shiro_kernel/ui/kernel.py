@@ -146,10 +146,9 @@ def install_interrupt_handler(shell: Any) -> None:
     kernel = _kernel(shell)
     if kernel is None or threading.current_thread() is not threading.main_thread():
         return
-    if hasattr(kernel, "saved_sigint_handler"):
-        if kernel.saved_sigint_handler is not _on_sigint:
-            _previous_handler = kernel.saved_sigint_handler
-            kernel.saved_sigint_handler = _on_sigint
+    if hasattr(kernel, "saved_sigint_handler") and kernel.saved_sigint_handler is not _on_sigint:
+        _previous_handler = kernel.saved_sigint_handler
+        kernel.saved_sigint_handler = _on_sigint
 
 
 def uninstall_interrupt_handler(shell: Any) -> None:

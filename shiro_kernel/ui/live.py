@@ -32,7 +32,7 @@ from ..errors import ShiroError
 from ..events import Event, TurnEnd, Usage
 from ..turn import LATER
 from . import kernel
-from .render import short_args
+from .approval import preview
 from .text_view import context_percent, final_bundle
 
 if TYPE_CHECKING:
@@ -121,8 +121,9 @@ class LiveTurn:
 class LiveController:
     """The running turn and the prompt queue of one agent."""
 
-    def __init__(self, agent: Agent, loop: Any = None, publish: Callable[..., None] | None = None,
-                 shell: Any = None) -> None:
+    def __init__(
+        self, agent: Agent, loop: Any = None, publish: Callable[..., None] | None = None, shell: Any = None
+    ) -> None:
         self.agent = agent
         self.shell = shell
         self.inbox = Inbox(loop)
@@ -167,11 +168,21 @@ class LiveController:
 
         from .widgets import TurnView
 
-        view = TurnView(on_stop=self.stop, call_later=self.inbox.call_later,
-                        meter=lambda: context_percent(self.agent), tasks=self.agent.tasks.state)
+        view = TurnView(
+            on_stop=self.stop,
+            call_later=self.inbox.call_later,
+            meter=lambda: context_percent(self.agent),
+            tasks=self.agent.tasks.state,
+        )
         prepare = self._prepare(prompt, switch) if switch is not None or prompt.startswith("/") else None
-        item = LiveTurn(prompt, options, view=view, parent=kernel.cell_parent(self.shell), prepare=prepare,
-                        bundle=lambda it: final_bundle(self.agent, it.view.turn_log))
+        item = LiveTurn(
+            prompt,
+            options,
+            view=view,
+            parent=kernel.cell_parent(self.shell),
+            prepare=prepare,
+            bundle=lambda it: final_bundle(self.agent, it.view.turn_log),
+        )
         live_bundle = view._repr_mimebundle_()
         item.widget_data = {k: v for k, v in live_bundle.items() if k != "text/plain"}
         handle = display(live_bundle, raw=True, display_id=True)
@@ -249,11 +260,18 @@ class LiveController:
 
         try:
             opts = item.options
-            end = self.agent.ask(item.prompt, on_event=on_event, model=opts.get("model"), agent=opts.get("agent"),
-                                 memory=opts.get("memory"), headless=False, keep_abort=True,
-                                 approver=lambda call, tool: self._approve(item, call),
-                                 runner=self._run_on_kernel)
-        except BaseException as exc:  # noqa: BLE001 - the view must always end
+            end = self.agent.ask(
+                item.prompt,
+                on_event=on_event,
+                model=opts.get("model"),
+                agent=opts.get("agent"),
+                memory=opts.get("memory"),
+                headless=False,
+                keep_abort=True,
+                approver=lambda call, tool: self._approve(item, call),
+                runner=self._run_on_kernel,
+            )
+        except BaseException as exc:
             end = TurnEnd("error", Usage(0, 0, None), error=f"the turn failed: {type(exc).__name__}: {exc}")
             on_event(end)
         item.end = end
@@ -302,7 +320,8 @@ class LiveController:
 
         if item.view is None:
             return LATER
-        self.inbox.post(lambda: item.view.ask(call.name, short_args(call.arguments), answer))
+        title, body = preview(call, self.agent.root)
+        self.inbox.post(lambda: item.view.ask(call.name, title, body, answer))
         abort = self.agent.abort
         while not answered.wait(0.05):
             if abort.is_set():
@@ -352,5 +371,3 @@ class LiveController:
         if self.busy:
             self.stop("dropped: the kernel was interrupted")
         return busy
-
-

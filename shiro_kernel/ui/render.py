@@ -1,7 +1,10 @@
-"""A turn as it is shown: events folded into a log, rendered as Markdown and plain text.
+"""A turn as it is shown: events folded into a log, rendered as Markdown, plain text, HTML and the
+``application/vnd.shiro.turn+json`` bundle.
 
-The log is the single picture of a turn that every view draws from (the blocking text view here,
-the widgets later, the static bundle saved in the notebook).
+The log is the single picture of a turn that every view draws from (the blocking text view, the live
+widgets, the static bundle saved in the notebook). A tool row carries the call's full arguments (shown
+with their line breaks when the row is expanded) and what the call displayed (:mod:`.outputs`), drawn
+under the row.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from ..events import (
     Usage,
 )
 from ..text import first_line, one_line
+from . import outputs
 
 
 @dataclass
@@ -32,6 +36,8 @@ class ToolRow:
     status: str = "running"  # running | ok | error
     seconds: float | None = None
     output: str = ""
+    code: str = ""  # the arguments in full (the code, the command), line breaks kept
+    outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
 
 
 @dataclass
@@ -52,7 +58,10 @@ class TurnLog:
             self.reasoning_chars += len(event.text)
             return False
         if isinstance(event, ToolStart):
-            self.entries.append(ToolRow(event.call.call_id, event.call.name, short_args(event.call.arguments)))
+            call = event.call
+            self.entries.append(
+                ToolRow(call.call_id, call.name, short_args(call.arguments), code=full_args(call.arguments))
+            )
             return True
         if isinstance(event, ToolEnd):
             for row in reversed(self.entries):
@@ -60,6 +69,7 @@ class TurnLog:
                     row.status = "error" if event.result.is_error else "ok"
                     row.seconds = event.seconds
                     row.output = event.result.output
+                    row.outputs = list(event.result.displays)
                     break
             return True
         if isinstance(event, Notice):
@@ -92,6 +102,27 @@ def short_args(arguments: str, limit: int = 80) -> str:
     return one_line(text, limit)
 
 
+def full_args(arguments: str) -> str:
+    """The arguments as a person reads them: the code or command itself, else indented JSON."""
+    try:
+        value = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        return arguments
+    if isinstance(value, dict):
+        for key in ("code", "command"):
+            if isinstance(value.get(key), str):
+                return str(value[key])
+        return json.dumps({k: v for k, v in value.items() if v is not None}, indent=2, ensure_ascii=False)
+    return str(value)
+
+
+def refusal_line(row: ToolRow) -> str:
+    """The first line of an error result: whole for a refusal (it says how to allow the call), else cut."""
+    if row.output.startswith("Error: not approved"):
+        return first_line(row.output, 10_000)
+    return first_line(row.output, 160)
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -105,7 +136,11 @@ def _row_line(row: ToolRow, markdown: bool) -> str:
         bits.append(_duration(row.seconds))
     if markdown:
         args = row.args.replace("`", "'")
-        return f"`{mark} {row.name}` `{args}` · {' · '.join(bits)}" if args else f"`{mark} {row.name}` · {' · '.join(bits)}"
+        return (
+            f"`{mark} {row.name}` `{args}` · {' · '.join(bits)}"
+            if args
+            else f"`{mark} {row.name}` · {' · '.join(bits)}"
+        )
     return f"{mark} {row.name}({row.args}) · {' · '.join(bits)}"
 
 
@@ -123,8 +158,9 @@ def to_markdown(log: TurnLog, extra: str = "") -> str:
         elif isinstance(entry, ToolRow):
             line = _row_line(entry, True)
             if entry.status == "error" and entry.output:
-                line += f"  \n  ↳ {first_line(entry.output, 160)}"
+                line += f"  \n  ↳ {refusal_line(entry)}"
             out.append(line)
+            out.extend(outputs.to_markdown(o) for o in entry.outputs)
         else:
             out.append(f"> *{entry.text}*")
     if log.end is not None:
@@ -142,7 +178,10 @@ def to_text(log: TurnLog, extra: str = "") -> str:
         if isinstance(entry, str):
             out.append(entry.strip())
         elif isinstance(entry, ToolRow):
-            out.append(_row_line(entry, False))
+            line = _row_line(entry, False)
+            if entry.status == "error" and entry.output:
+                line += f"\n  ↳ {refusal_line(entry)}"
+            out.append("\n".join([line, *(f"  {outputs.describe(o)}" for o in entry.outputs)]))
         else:
             out.append(f"[{entry.text}]")
     if log.end is not None:
@@ -175,18 +214,40 @@ TURN_FORMAT_VERSION = 1
 _OUTPUT_KEEP = 4000  # characters of each tool output kept in the saved bundle
 
 
-def to_bundle_json(log: TurnLog, *, session_id: str | None = None, tasks: list[dict[str, Any]] | None = None,
-                   context_percent: int | None = None, resume: str | None = None) -> dict[str, Any]:
+def to_bundle_json(
+    log: TurnLog,
+    *,
+    session_id: str | None = None,
+    tasks: list[dict[str, Any]] | None = None,
+    context_percent: int | None = None,
+    resume: str | None = None,
+) -> dict[str, Any]:
     """The turn as ``application/vnd.shiro.turn+json`` (documented in docs/turn-format.md)."""
     entries: list[dict[str, Any]] = []
+    budget = outputs.TURN_OUTPUT_BYTES
     for entry in log.entries:
         if isinstance(entry, str):
             entries.append({"type": "text", "text": entry})
         elif isinstance(entry, ToolRow):
-            output = entry.output if len(entry.output) <= _OUTPUT_KEEP else (
-                entry.output[:_OUTPUT_KEEP] + f"\n[... {len(entry.output) - _OUTPUT_KEEP} more characters]")
-            entries.append({"type": "tool", "callId": entry.call_id, "name": entry.name, "args": entry.args,
-                            "status": entry.status, "seconds": entry.seconds, "output": output})
+            kept, budget = outputs.within_budget(entry.outputs, budget)
+            output = (
+                entry.output
+                if len(entry.output) <= _OUTPUT_KEEP
+                else (entry.output[:_OUTPUT_KEEP] + f"\n[... {len(entry.output) - _OUTPUT_KEEP} more characters]")
+            )
+            entries.append(
+                {
+                    "type": "tool",
+                    "callId": entry.call_id,
+                    "name": entry.name,
+                    "args": entry.args,
+                    "status": entry.status,
+                    "seconds": entry.seconds,
+                    "output": output,
+                    "code": entry.code[:_OUTPUT_KEEP],
+                    "outputs": kept,
+                }
+            )
         else:
             entries.append({"type": "notice", "kind": entry.kind, "text": entry.text})
     data: dict[str, Any] = {"version": TURN_FORMAT_VERSION, "entries": entries}
@@ -208,7 +269,7 @@ def to_bundle_json(log: TurnLog, *, session_id: str | None = None, tasks: list[d
 _MARKDOWN: Any = None
 
 
-def _md_to_html(text: str) -> str:
+def md_to_html(text: str) -> str:
     """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text."""
     import html
 
@@ -227,13 +288,18 @@ def to_html(log: TurnLog, extra: str = "") -> str:
     import html
 
     out = ['<div class="shiro-turn">']
-    out.extend(entry_html(entry) for entry in log.entries)
+    budget = outputs.TURN_OUTPUT_BYTES
+    for entry in log.entries:
+        out.append(entry_html(entry))
+        if isinstance(entry, ToolRow) and entry.outputs:
+            kept, budget = outputs.within_budget(entry.outputs, budget)
+            out.extend(outputs.to_html(o) for o in kept)
     if log.end is not None:
         if log.end.error:
             out.append(f"<p><strong>shiro:</strong> {html.escape(log.end.error)}</p>")
         elif log.end.reason == "aborted":
             out.append("<p><em>stopped by the user</em></p>")
-        out.append(f'<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>')
+        out.append(f"<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>")
     out.append("</div>")
     return "\n".join(out)
 
@@ -243,10 +309,25 @@ def entry_html(entry: Any) -> str:
     import html
 
     if isinstance(entry, str):
-        return _md_to_html(entry.strip())
+        return md_to_html(entry.strip())
     if isinstance(entry, ToolRow):
         summary = html.escape(_row_line(entry, False))
+        code = (
+            (
+                f'<pre class="shiro-tool-code" style="white-space:pre;overflow:auto;max-height:24em">'
+                f"{html.escape(entry.code[:_OUTPUT_KEEP])}</pre>"
+            )
+            if entry.code
+            else ""
+        )
         body = html.escape(entry.output[:_OUTPUT_KEEP])
-        return (f'<details class="shiro-tool"><summary><code>{summary}</code></summary>'
-                f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>')
+        refusal = (
+            f'<div class="shiro-tool-error">↳ {html.escape(refusal_line(entry))}</div>'
+            if entry.status == "error" and entry.output
+            else ""
+        )
+        return (
+            f'<details class="shiro-tool"><summary><code>{summary}</code></summary>{code}'
+            f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>{refusal}'
+        )
     return f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>"

@@ -35,16 +35,22 @@ def context_percent(agent: Agent) -> int | None:
 
 def turn_details(agent: Agent) -> dict[str, Any]:
     """What a turn's final bundle shows beyond its events: footer, session, task list, context meter."""
-    return {"footer": agent.footer(), "session_id": agent.session.id, "tasks": agent.tasks.state(),
-            "resume": f"%shiro -r {short_id(agent.session.id)}", "context_percent": context_percent(agent)}
+    return {
+        "footer": agent.footer(),
+        "session_id": agent.session.id,
+        "tasks": agent.tasks.state(),
+        "resume": f"%shiro -r {short_id(agent.session.id)}",
+        "context_percent": context_percent(agent),
+    }
 
 
 class TextView:
     """Feed it a turn's events; it keeps one display up to date. ``details`` supplies what the final
     bundle needs beyond the events (see :func:`turn_details`)."""
 
-    def __init__(self, live: bool = True, interval: float = 0.1,
-                 details: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self, live: bool = True, interval: float = 0.1, details: Callable[[], dict[str, Any]] | None = None
+    ) -> None:
         self.live = live  # False (terminal): print once at the end instead of redrawing
         self.log = TurnLog()
         self.throttle = Throttle(interval)
@@ -53,16 +59,23 @@ class TextView:
 
     def bundle(self, final: bool = False) -> dict[str, Any]:
         if not final:  # while streaming, Markdown is enough and cheap
-            return {"text/markdown": to_markdown(self.log) or "*working…*",
-                    "text/plain": to_text(self.log) or "working…"}
+            return {
+                "text/markdown": to_markdown(self.log) or "*working…*",
+                "text/plain": to_text(self.log) or "working…",
+            }
         d = self.details()
         extra = d.get("footer", "")
         return {
             "text/plain": to_text(self.log, extra),
             "text/markdown": to_markdown(self.log, extra),
             "text/html": to_html(self.log, extra),
-            TURN_MIME: to_bundle_json(self.log, session_id=d.get("session_id"), tasks=d.get("tasks"),
-                                      context_percent=d.get("context_percent"), resume=d.get("resume")),
+            TURN_MIME: to_bundle_json(
+                self.log,
+                session_id=d.get("session_id"),
+                tasks=d.get("tasks"),
+                context_percent=d.get("context_percent"),
+                resume=d.get("resume"),
+            ),
         }
 
     def __call__(self, event: Event) -> None:
@@ -92,8 +105,14 @@ def final_bundle(agent: Agent, log: TurnLog) -> dict[str, Any]:
 def run_blocking(agent: Agent, prompt: str, options: dict[str, Any], *, live: bool) -> TurnEnd:
     """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming)."""
     view = TextView(live=live, details=lambda: turn_details(agent))
-    return agent.ask(prompt, on_event=view, model=options.get("model"), agent=options.get("agent"),
-                     memory=options.get("memory"), headless=True)
+    return agent.ask(
+        prompt,
+        on_event=view,
+        model=options.get("model"),
+        agent=options.get("agent"),
+        memory=options.get("memory"),
+        headless=True,
+    )
 
 
 __all__ = ["TextView", "context_percent", "final_bundle", "run_blocking", "turn_details"]

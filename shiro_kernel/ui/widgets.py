@@ -23,6 +23,7 @@ from ..context.prune import meter_label
 from ..events import Event, Notice, StepStart, ToolEnd, TurnEnd
 from ..tasks import MARKERS, progress_bar
 from ..text import one_line
+from .outputs import TURN_OUTPUT_BYTES, within_budget
 from .render import Throttle, ToolRow, TurnLog, entry_html
 
 UPDATES_PER_SECOND = 30
@@ -65,14 +66,19 @@ def meter_html(pct: int | None) -> str:
     return f'<span class="shiro-meter shiro-{level}" style="color:{_COLOURS[level]}">{html.escape(label)}</span>'
 
 
-class TurnView(W.VBox):
+class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
     """One turn's live view. Feed it events with :meth:`feed` (on the kernel thread)."""
 
-    def __init__(self, *, on_stop: Callable[[], None] | None = None,
-                 interval: float = 1 / UPDATES_PER_SECOND,
-                 call_later: Callable[[float, Callable[[], None]], Any] | None = None,
-                 meter: Callable[[], int | None] | None = None,
-                 tasks: Callable[[], list[dict[str, Any]]] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        on_stop: Callable[[], None] | None = None,
+        interval: float = 1 / UPDATES_PER_SECOND,
+        call_later: Callable[[float, Callable[[], None]], Any] | None = None,
+        meter: Callable[[], int | None] | None = None,
+        tasks: Callable[[], list[dict[str, Any]]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.turn_log = TurnLog()
         self.throttle = Throttle(interval)
         self.interval = interval
@@ -84,6 +90,9 @@ class TurnView(W.VBox):
         self._meter = meter or (lambda: None)
         self._tasks = tasks or (lambda: [])
         self.flushes = 0  # how many redraws (for tests and the benchmark)
+        self._rows: list[Any] = []  # one HTML widget per log entry
+        self._outputs: dict[int, Any] = {}  # entry index -> the Output widget with that call's displays
+        self._output_budget = TURN_OUTPUT_BYTES
         self.started_at = time.monotonic()
         self.status = W.HTML("<em>queued</em>")
         self.entries = W.VBox([])
@@ -94,14 +103,18 @@ class TurnView(W.VBox):
         self.approve_button = W.Button(description="Approve", button_style="success")
         self.deny_button = W.Button(description="Deny", button_style="danger")
         self.always_button = W.Button(description="Always this session")
-        self.approval = W.VBox([self.approval_label,
-                                W.HBox([self.approve_button, self.deny_button, self.always_button])],
-                               layout=W.Layout(display="none"))
+        self.approval = W.VBox(
+            [self.approval_label, W.HBox([self.approve_button, self.deny_button, self.always_button])],
+            layout=W.Layout(display="none"),
+        )
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="warning")
         self.stop_button.on_click(lambda _b: on_stop and on_stop())
         self._answer: Callable[[str], None] | None = None
-        for button, verdict in ((self.approve_button, "approve"), (self.deny_button, "deny"),
-                                (self.always_button, "always")):
+        for button, verdict in (
+            (self.approve_button, "approve"),
+            (self.deny_button, "deny"),
+            (self.always_button, "always"),
+        ):
             button.on_click(lambda _b, v=verdict: self._resolve(v))
         footer = W.HBox([self.stop_button, self.meter, self.status])
         super().__init__([self.entries, self.approval, self.task_panel, self.queue_panel, footer], **kwargs)
@@ -110,7 +123,7 @@ class TurnView(W.VBox):
     # -- events -----------------------------------------------------------------------------------
     def feed(self, event: Event) -> None:
         changed = self.turn_log.feed(event)
-        if isinstance(event, (StepStart, ToolEnd, TurnEnd)) or isinstance(event, Notice):
+        if isinstance(event, (StepStart, ToolEnd, TurnEnd, Notice)):
             self._refresh_side()
         if isinstance(event, TurnEnd):
             self.finish()
@@ -147,16 +160,32 @@ class TurnView(W.VBox):
         started = time.monotonic()
         self._dirty = False
         self.flushes += 1
-        children = list(self.entries.children)
-        entries = self.turn_log.entries
-        for index, entry in enumerate(entries):
+        rows = self._rows
+        grew = False
+        for index, entry in enumerate(self.turn_log.entries):
             value = entry_html(entry)
-            if index < len(children):
-                if children[index].value != value:
-                    children[index].value = value
+            if index < len(rows):
+                if rows[index].value != value:
+                    rows[index].value = value
             else:
-                children.append(W.HTML(value, layout=W.Layout(margin="0")))
-        if len(children) != len(self.entries.children):
+                rows.append(W.HTML(value, layout=W.Layout(margin="0")))
+                grew = True
+            if isinstance(entry, ToolRow) and entry.outputs and index not in self._outputs:
+                # what the call displayed, under its row, drawn by the frontend's own renderers
+                view = W.Output(layout=W.Layout(margin="0 0 0 1.5em"))
+                kept, self._output_budget = within_budget(entry.outputs, self._output_budget)
+                view.outputs = tuple(
+                    {"output_type": "display_data", "data": o["data"], "metadata": o.get("metadata") or {}}
+                    for o in kept
+                )
+                self._outputs[index] = view
+                grew = True
+        if grew:
+            children: list[Any] = []
+            for index, row in enumerate(rows):
+                children.append(row)
+                if index in self._outputs:
+                    children.append(self._outputs[index])
             self.entries.children = tuple(children)
         self._last_flush = time.monotonic()
         self.throttle._last = self._last_flush
@@ -183,8 +212,9 @@ class TurnView(W.VBox):
 
     def show_queue(self, items: list[str]) -> None:
         lines = queue_lines(items)
-        self.queue_panel.value = ('<pre class="shiro-queue" style="margin:0">' + html.escape("\n".join(lines))
-                                  + "</pre>") if lines else ""
+        self.queue_panel.value = (
+            ('<pre class="shiro-queue" style="margin:0">' + html.escape("\n".join(lines)) + "</pre>") if lines else ""
+        )
 
     def show_text(self, text: str) -> None:
         """A slash command's output (a queued ``/todos``)."""
@@ -199,22 +229,30 @@ class TurnView(W.VBox):
         seconds = time.monotonic() - self.started_at
         if end is None:
             return
-        what = {"answered": "done", "aborted": "stopped", "error": "error", "waiting": "waiting for approval",
-                "max_steps": "stopped at max_steps"}.get(end.reason, end.reason)
+        what = {
+            "answered": "done",
+            "aborted": "stopped",
+            "error": "error",
+            "waiting": "waiting for approval",
+            "max_steps": "stopped at max_steps",
+        }.get(end.reason, end.reason)
         u = end.usage
-        self.status.value = html.escape(f"{what} · {seconds:.1f} s · {u.input_tokens:,} in · "
-                                        f"{u.output_tokens:,} out tokens")
+        self.status.value = html.escape(
+            f"{what} · {seconds:.1f} s · {u.input_tokens:,} in · {u.output_tokens:,} out tokens"
+        )
         self.stop_button.layout.display = "none"
         self.show_queue([])
 
     # -- approval -----------------------------------------------------------------------------------
-    def ask(self, name: str, args: str, answer: Callable[[str], None]) -> None:
-        """Show the buttons for one pending call; ``answer`` gets approve | deny | always once."""
+    def ask(self, name: str, title: str, body_html: str, answer: Callable[[str], None]) -> None:
+        """Show the buttons for one pending call — what it would do as ``body_html`` (highlighted code, a
+        diff: :func:`shiro_kernel.ui.approval.preview`); ``answer`` gets approve | deny | always once."""
         if self._dirty:  # the turn pauses here: show everything that led to the question first
             self.flush()
         self._answer = answer
-        self.approval_label.value = (f"<b>shiro wants to run</b> <code>{html.escape(name)}</code> "
-                                     f"<code>{html.escape(args)}</code>")
+        self.approval_label.value = (
+            f"<b>shiro wants to {html.escape(title)}</b> <code>{html.escape(name)}</code>{body_html}"
+        )
         self.approval.layout.display = "flex"
 
     def _resolve(self, verdict: str) -> None:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 PY = sys.executable
 HERE = Path(__file__).parent
@@ -54,3 +55,13 @@ def wait_for(predicate: object, timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.02)
     return bool(callable(predicate) and predicate())
+
+
+def run_async(coroutine: Any) -> Any:
+    """``asyncio.run`` on a thread of its own: the browser tests' Playwright (sync API) keeps an event loop
+    running on the main thread for the whole session, where ``asyncio.run`` refuses to start."""
+    import asyncio
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result(timeout=120)

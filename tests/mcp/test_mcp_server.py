@@ -7,7 +7,6 @@ agent's, once ``%shiro /mcp serve`` is wired).
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import concurrent.futures
 import socket
@@ -21,6 +20,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_testutil import run_async
 from mcp_types import Implementation
 
 from shiro_kernel.mcp import SERVED, McpKernelServer
@@ -151,7 +151,7 @@ def test_sdk_client_lists_and_calls(served: tuple[McpKernelServer, Kernel], mode
             unknown = await client.call_tool("shell", {"command": "ls"})
             assert unknown.is_error and "unknown tool 'shell'" in unknown.content[0].text  # type: ignore[union-attr]
 
-    asyncio.run(session())
+    run_async(session())
     assert kernel.namespace["df_rows"] == 42
     assert kernel.asked == [("test-agent 1.0", "python")]  # only the mutating tool asked for approval
     assert [t for c, t, _a, _r in kernel.calls] == ["python", "inspect", "grep", "notebook_read", "shell"]
@@ -168,7 +168,7 @@ def test_denied_call_is_an_error_and_recorded(served: tuple[McpKernelServer, Ker
         async with connect(server.info.url, server.info.token) as client:  # type: ignore[union-attr]
             return await client.call_tool("python", {"code": "boom = 1"})
 
-    result = asyncio.run(session())
+    result = run_async(session())
     assert result.is_error
     assert result.content[0].text == (
         "Error: not approved: the notebook's user did not allow test-agent 1.0 to run python."
@@ -197,7 +197,7 @@ def test_wrong_or_missing_token_is_401(served: tuple[McpKernelServer, Kernel], h
             pass
 
     with pytest.raises(Exception):
-        asyncio.run(session())
+        run_async(session())
 
 
 def test_config_text_and_stop(served: tuple[McpKernelServer, Kernel]) -> None:

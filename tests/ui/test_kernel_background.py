@@ -8,7 +8,6 @@ import queue
 import time
 
 import pytest
-
 from fakeopenai import Call, Fault, Reply
 
 jupyter_client = pytest.importorskip("jupyter_client")
@@ -19,8 +18,13 @@ KEY = "sk-test-KERNEL-BG-never-in-messages-7"
 
 @pytest.fixture
 def kernel(fake_openai, tmp_path):
-    env = {**os.environ, "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url,
-           "SHIRO_MODEL": "gpt-4o-mini", "JPY_SESSION_NAME": str(tmp_path / "bg.ipynb")}
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": KEY,
+        "OPENAI_BASE_URL": fake_openai.base_url,
+        "SHIRO_MODEL": "gpt-4o-mini",
+        "JPY_SESSION_NAME": str(tmp_path / "bg.ipynb"),
+    }
     km = jupyter_client.KernelManager(kernel_name="python3")
     km.start_kernel(env=env, cwd=str(tmp_path))
     kc = km.client()
@@ -60,8 +64,11 @@ class Iopub:
         raise AssertionError("timed out waiting for an iopub message")
 
     def of(self, msg_id: str, msg_type: str | None = None) -> list[dict]:
-        return [m for m in self.messages if m["parent_header"].get("msg_id") == msg_id
-                and (msg_type is None or m["msg_type"] == msg_type)]
+        return [
+            m
+            for m in self.messages
+            if m["parent_header"].get("msg_id") == msg_id and (msg_type is None or m["msg_type"] == msg_type)
+        ]
 
 
 def execute(kc, io: Iopub, code: str, timeout: float = 30.0) -> tuple[str, dict]:
@@ -69,8 +76,14 @@ def execute(kc, io: Iopub, code: str, timeout: float = 30.0) -> tuple[str, dict]
     reply = kc.get_shell_msg(timeout=timeout)
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=timeout)
-    io.wait_for(lambda m: m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status"
-                and m["content"]["execution_state"] == "idle", timeout)
+    io.wait_for(
+        lambda m: (
+            m["parent_header"].get("msg_id") == msg_id
+            and m["msg_type"] == "status"
+            and m["content"]["execution_state"] == "idle"
+        ),
+        timeout,
+    )
     return msg_id, reply
 
 
@@ -106,55 +119,81 @@ def test_background_turn_queue_and_other_cells(kernel, fake_openai):
     # another cell runs and completes while the turn is still running
     other, reply = execute(kernel, io, "21 * 2")
     assert result_text(io, other) == "42"
-    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n"
-                                    "(_c.running is not None, len(_c.queue))")
+    state, _ = execute(
+        kernel,
+        io,
+        "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n(_c.running is not None, len(_c.queue))",
+    )
     assert result_text(io, state) == "(True, 0)"
     assert turn_bundle(io, first) is None  # not finished yet
     second, _ = execute(kernel, io, "%shiro second prompt")
     assert "queued (position 1)" in result_text(io, second)
 
-    io.wait_for(lambda m: m["msg_type"] in ("display_data", "update_display_data") and TURN_MIME in m["content"]["data"]
-                and m["parent_header"].get("msg_id") == second, timeout=30)
+    io.wait_for(
+        lambda m: (
+            m["msg_type"] in ("display_data", "update_display_data")
+            and TURN_MIME in m["content"]["data"]
+            and m["parent_header"].get("msg_id") == second
+        ),
+        timeout=30,
+    )
     b1, b2 = turn_bundle(io, first), turn_bundle(io, second)
     assert b1 is not None and "first answer" in b1["text/markdown"]
     assert b2 is not None and "second answer" in b2["text/markdown"]
-    order = [m["parent_header"]["msg_id"] for m in io.messages
-             if m["msg_type"] in ("display_data", "update_display_data") and TURN_MIME in m["content"]["data"]]
+    order = [
+        m["parent_header"]["msg_id"]
+        for m in io.messages
+        if m["msg_type"] in ("display_data", "update_display_data") and TURN_MIME in m["content"]["data"]
+    ]
     assert order == [first, second]
     assert [r.body["input"][-1]["content"] for r in fake_openai.requests] == ["first prompt", "second prompt"]
     # the live view was driven through comm messages (widget updates) while streaming
-    updates = [m for m in io.messages if m["msg_type"] == "comm_msg"
-               and m["content"]["data"].get("method") == "update"]
+    updates = [m for m in io.messages if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "update"]
     assert updates
     assert not any(KEY in str(m["content"]) for m in io.messages)
 
 
 def test_tool_approved_by_button_runs_in_the_kernel_namespace(kernel, fake_openai):
     io = Iopub(kernel)
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "import threading\nwho = threading.current_thread().name"})]),
-                        Reply(text="done"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import threading\nwho = threading.current_thread().name"})]),
+        Reply(text="done"),
+    )
     execute(kernel, io, "%load_ext shiro_kernel")
     execute(kernel, io, '%config Shiro.frontend = "widgets"')
     first, _ = execute(kernel, io, "%shiro run something")
     deadline = time.monotonic() + 20
     while True:  # the approval buttons appear; click Approve from a cell (as a browser click would)
-        probe, _ = execute(kernel, io, "_v = get_ipython().magics_manager.registry['ShiroMagics'].controller"
-                                        ".running\n_v is not None and _v.view._answer is not None")
+        probe, _ = execute(
+            kernel,
+            io,
+            "_v = get_ipython().magics_manager.registry['ShiroMagics'].controller"
+            ".running\n_v is not None and _v.view._answer is not None",
+        )
         if result_text(io, probe) == "True":
             break
         assert time.monotonic() < deadline
         time.sleep(0.05)
     execute(kernel, io, "_v.view.approve_button.click()")
-    io.wait_for(lambda m: m["msg_type"] in ("display_data", "update_display_data") and TURN_MIME in m["content"]["data"]
-                and m["parent_header"].get("msg_id") == first, timeout=30)
+    io.wait_for(
+        lambda m: (
+            m["msg_type"] in ("display_data", "update_display_data")
+            and TURN_MIME in m["content"]["data"]
+            and m["parent_header"].get("msg_id") == first
+        ),
+        timeout=30,
+    )
     check, _ = execute(kernel, io, "who")
     assert result_text(io, check) == "'MainThread'"
 
 
 def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_openai):
     io = Iopub(kernel)
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "import time\ntime.sleep(30)"})]),
-                        Reply(text="after the interrupt"), Reply(text="never"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import time\ntime.sleep(30)"})]),
+        Reply(text="after the interrupt"),
+        Reply(text="never"),
+    )
     execute(kernel, io, "%load_ext shiro_kernel")
     execute(kernel, io, '%config Shiro.frontend = "widgets"\n%config Shiro.approval = "auto"')
     first, _ = execute(kernel, io, "%shiro sleep")
@@ -162,11 +201,20 @@ def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_opena
     time.sleep(1.0)  # the tool is sleeping on the kernel's main thread
     assert isinstance(kernel.parent, jupyter_client.KernelManager)
     kernel.parent.interrupt_kernel()  # SIGINT, as the Interrupt button sends it
-    io.wait_for(lambda m: m["msg_type"] in ("display_data", "update_display_data") and TURN_MIME in m["content"]["data"]
-                and m["parent_header"].get("msg_id") == first, timeout=20)
+    io.wait_for(
+        lambda m: (
+            m["msg_type"] in ("display_data", "update_display_data")
+            and TURN_MIME in m["content"]["data"]
+            and m["parent_header"].get("msg_id") == first
+        ),
+        timeout=20,
+    )
     bundle = turn_bundle(io, first)
     assert bundle[TURN_MIME]["end"]["reason"] == "aborted"
-    state, _ = execute(kernel, io, "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n"
-                                    "(_c.running is None, len(_c.queue))")
+    state, _ = execute(
+        kernel,
+        io,
+        "_c = get_ipython().magics_manager.registry['ShiroMagics'].controller\n(_c.running is None, len(_c.queue))",
+    )
     assert result_text(io, state) == "(True, 0)"
     assert len(fake_openai.requests) == 1

@@ -7,12 +7,12 @@ import threading
 import time
 
 import pytest
+from fakeopenai import Call, Fault, Reply
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from fakeopenai import Call, Fault, Reply
-from shiro_kernel.ui import kernel, live
 from shiro_kernel.turn import USER_DENIAL
+from shiro_kernel.ui import kernel, live
 
 
 @pytest.fixture
@@ -75,8 +75,10 @@ def test_a_turn_returns_at_once_and_streams_into_the_view(shell, fake_openai):
 
 
 def test_tools_run_on_the_main_thread_after_approve(shell, fake_openai):
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "import threading\nwho = threading.current_thread().name\nwho"})]),
-                        Reply(text="ran it"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import threading\nwho = threading.current_thread().name\nwho"})]),
+        Reply(text="ran it"),
+    )
     run(shell, "%shiro run it")
     controller = controller_of(shell)
     view = controller.running.view
@@ -103,8 +105,11 @@ def test_deny_sends_the_user_denial(shell, fake_openai):
 
 
 def test_always_approves_the_rest_of_the_session(shell, fake_openai):
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "a = 1"})]),
-                        Reply(tool_calls=[Call("python", {"code": "b = 2"})]), Reply(text="both set"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "a = 1"})]),
+        Reply(tool_calls=[Call("python", {"code": "b = 2"})]),
+        Reply(text="both set"),
+    )
     run(shell, "%shiro set a and b")
     controller = controller_of(shell)
     view = controller.running.view

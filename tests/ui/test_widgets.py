@@ -93,8 +93,12 @@ def test_turn_end_flushes_and_shows_status():
 
 
 def test_task_panel_bar_markers_and_strikethrough():
-    items = [{"content": "load", "status": "done"}, {"content": "clean", "status": "in_progress"},
-             {"content": "plot", "status": "blocked", "note": "no display"}, {"content": "ship", "status": "pending"}]
+    items = [
+        {"content": "load", "status": "done"},
+        {"content": "clean", "status": "in_progress"},
+        {"content": "plot", "status": "blocked", "note": "no display"},
+        {"content": "ship", "status": "pending"},
+    ]
     out = tasks_html(items)
     assert "tasks " + "#" * 10 + "." * 30 + " 1/4  1 blocked" in out
     assert "[x] <s>load</s>" in out and "[~] clean" in out and "[!] plot  (no display)" in out and "[ ] ship" in out
@@ -104,8 +108,10 @@ def test_task_panel_bar_markers_and_strikethrough():
     assert view.task_panel.value == out
 
 
-@pytest.mark.parametrize("pct,label,colour", [(12, "12% ctx", "#666"), (66, "66% ctx", "#b8860b"),
-                                              (90, "90% ctx compacting soon", "#c0392b")])
+@pytest.mark.parametrize(
+    "pct,label,colour",
+    [(12, "12% ctx", "#666"), (66, "66% ctx", "#b8860b"), (90, "90% ctx compacting soon", "#c0392b")],
+)
 def test_meter_label_and_colour(pct, label, colour):
     out = meter_html(pct)
     assert f">{label}<" in out and colour in out
@@ -125,12 +131,13 @@ def test_queue_panel_cuts_at_70():
     assert view.queue_panel.value == ""
 
 
-@pytest.mark.parametrize("button,verdict", [("approve_button", "approve"), ("deny_button", "deny"),
-                                            ("always_button", "always")])
+@pytest.mark.parametrize(
+    "button,verdict", [("approve_button", "approve"), ("deny_button", "deny"), ("always_button", "always")]
+)
 def test_approval_buttons_answer_once(button, verdict):
     view = TurnView()
     got = []
-    view.ask("python", "x = 1", got.append)
+    view.ask("python", "run this Python in your kernel", "<pre>x = 1</pre>", got.append)
     assert view.approval.layout.display == "flex"
     getattr(view, button).click()
     getattr(view, button).click()  # a second click does nothing
