@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fakeopenai import FakeOpenAI, Recorded, Reply  # noqa: E402
+from fakeopenai import FakeOpenAI, Recorded, Reply
 
 MODEL = "gpt-4o-mini"
 TURN = "%shiro --wait hi"

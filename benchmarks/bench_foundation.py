@@ -23,14 +23,14 @@ sys.path.insert(0, str(ROOT / "tests"))
 os.environ.setdefault("SHIRO_HOME", tempfile.mkdtemp())
 os.environ.setdefault("IPYTHONDIR", tempfile.mkdtemp())
 
-from fakeopenai import FakeOpenAI, Reply  # noqa: E402
+from fakeopenai import FakeOpenAI, Reply
 
 from shiro_kernel.provider import wire
-from shiro_kernel.provider.client import Provider, ProviderSettings  # noqa: E402
-from shiro_kernel.session import Session  # noqa: E402
-from shiro_kernel.tools import ToolContext, all_tools  # noqa: E402
-from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart  # noqa: E402
-from shiro_kernel.turn import Turn, TurnOptions  # noqa: E402
+from shiro_kernel.provider.client import Provider, ProviderSettings
+from shiro_kernel.session import Session
+from shiro_kernel.tools import ToolContext, all_tools
+from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+from shiro_kernel.turn import Turn, TurnOptions
 
 
 def median_time(fn, repeat: int) -> float:
@@ -44,8 +44,9 @@ def median_time(fn, repeat: int) -> float:
 
 def process_time(code: str, repeat: int) -> float:
     env = {**os.environ, "SHIRO_NO_WARMUP": "1"}
-    return median_time(lambda: subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                              capture_output=True), repeat)
+    return median_time(
+        lambda: subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True), repeat
+    )
 
 
 def bench_load_ext(repeat: int = 7) -> list[tuple[str, str]]:
@@ -53,13 +54,16 @@ def bench_load_ext(repeat: int = 7) -> list[tuple[str, str]]:
     loaded = bare + "; S.instance().run_cell('%load_ext shiro_kernel')"
     proof = loaded + "; import sys; print('openai' in sys.modules)"
     env = {**os.environ, "SHIRO_NO_WARMUP": "1"}
-    imported = subprocess.run([sys.executable, "-c", proof], env=env, capture_output=True, text=True,
-                              check=True).stdout.strip()
+    imported = subprocess.run(
+        [sys.executable, "-c", proof], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
     t_bare, t_loaded = process_time(bare, repeat), process_time(loaded, repeat)
     return [
         ("IPython start (bare)", f"{t_bare * 1000:.0f} ms"),
-        ("IPython start + %load_ext shiro_kernel", f"{t_loaded * 1000:.0f} ms "
-                                                   f"(x{t_loaded / t_bare:.2f}; +{(t_loaded - t_bare) * 1000:.0f} ms)"),
+        (
+            "IPython start + %load_ext shiro_kernel",
+            f"{t_loaded * 1000:.0f} ms (x{t_loaded / t_bare:.2f}; +{(t_loaded - t_bare) * 1000:.0f} ms)",
+        ),
         ("openai imported by %load_ext", imported),
     ]
 
@@ -85,13 +89,20 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
     rows = []
     for stream in (False, True):
         fake.default_reply = Reply(text="The mean is 2.0, computed from three rows.")
-        provider = Provider(ProviderSettings(model="gpt-4o-mini", base_url=fake.base_url, stream=stream,
-                                             max_retries=0), client=client)
+        provider = Provider(
+            ProviderSettings(model="gpt-4o-mini", base_url=fake.base_url, stream=stream, max_retries=0), client=client
+        )
 
         def ours(messages: list[Message]) -> None:
             session = Session(messages=list(messages))
-            Turn(session, provider, tools, ToolContext(root=ROOT), lambda: "You are a test.",
-                 TurnOptions(approval="auto")).run("what is the mean?")
+            Turn(
+                session,
+                provider,
+                tools,
+                ToolContext(root=ROOT),
+                lambda: "You are a test.",
+                TurnOptions(approval="auto"),
+            ).run("what is the mean?")
 
         def raw(messages: list[Message], typed: bool = True) -> None:
             """The plain SDK call with the same history: typed (``input=``, as most code calls it) or
@@ -110,8 +121,12 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
             ours([])
             raw([])
         t_ours, t_raw = median_time(lambda: ours([]), repeat), median_time(lambda: raw([]), repeat)
-        rows.append((f"one-step turn vs raw openai call ({label})",
-                     f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{t_ours / t_raw:.2f})"))
+        rows.append(
+            (
+                f"one-step turn vs raw openai call ({label})",
+                f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{t_ours / t_raw:.2f})",
+            )
+        )
         if stream:
             for n in (10, 2000):
                 msgs = history(n)
@@ -119,10 +134,18 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
                 t_o = median_time(lambda: ours(msgs), k)
                 t_b = median_time(lambda: raw(msgs, typed=False), k)
                 t_t = median_time(lambda: raw(msgs), 3 if n > 100 else k)
-                rows.append((f"step with {len(msgs):,} messages: ours vs raw body call (our overhead)",
-                             f"{t_o * 1000:.1f} ms vs {t_b * 1000:.1f} ms ({(t_o - t_b) * 1000:+.2f} ms)"))
-                rows.append((f"step with {len(msgs):,} messages: raw typed SDK call",
-                             f"{t_t * 1000:.1f} ms (x{t_t / t_o:.1f} of ours)"))
+                rows.append(
+                    (
+                        f"step with {len(msgs):,} messages: ours vs raw body call (our overhead)",
+                        f"{t_o * 1000:.1f} ms vs {t_b * 1000:.1f} ms ({(t_o - t_b) * 1000:+.2f} ms)",
+                    )
+                )
+                rows.append(
+                    (
+                        f"step with {len(msgs):,} messages: raw typed SDK call",
+                        f"{t_t * 1000:.1f} ms (x{t_t / t_o:.1f} of ours)",
+                    )
+                )
     return rows
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shiro_kernel.context import rules
-from shiro_kernel.context.prune import TokenMeter, estimate_tokens, prune_to_fit  # noqa: E402
-from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart  # noqa: E402
+from shiro_kernel.context.prune import TokenMeter, estimate_tokens, prune_to_fit
+from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 
 def median_ms(fn, repeat: int = 15) -> float:
@@ -38,10 +38,18 @@ def transcript(messages: int, *, output: int = 200, reasoning: int = 200) -> lis
     msgs = [Message.user("analyse the sales data and fix the notebook")]
     i = 0
     while len(msgs) < messages:
-        msgs.append(Message("assistant", [
-            ReasoningPart(["thinking " * (reasoning // 9)], "gAAAAB" + "x" * 40, item_id=f"rs_{i:050d}"),
-            TextPart(f"Step {i}: looking at the next file.", item_id=f"msg_{i:050d}"),
-            ToolCallPart(f"call_{i}", "read_file", json.dumps({"path": f"src/m{i}.py"}), item_id=f"fc_{i:050d}")]))
+        msgs.append(
+            Message(
+                "assistant",
+                [
+                    ReasoningPart(["thinking " * (reasoning // 9)], "gAAAAB" + "x" * 40, item_id=f"rs_{i:050d}"),
+                    TextPart(f"Step {i}: looking at the next file.", item_id=f"msg_{i:050d}"),
+                    ToolCallPart(
+                        f"call_{i}", "read_file", json.dumps({"path": f"src/m{i}.py"}), item_id=f"fc_{i:050d}"
+                    ),
+                ],
+            )
+        )
         msgs.append(Message("tool", [ToolResultPart(f"call_{i}", "read_file", ("line of code\n" * 200)[:output])]))
         i += 1
     return msgs[:messages]
@@ -57,16 +65,22 @@ def main() -> None:
     strip_threshold = int(est * 0.9)
     res = prune_to_fit(big, strip_threshold)
     ms = median_ms(lambda: prune_to_fit(big, strip_threshold), 7)
-    print(f"  prune_to_fit, reasoning strip suffices:      {ms:8.2f}"
-          f"   ({res.before} -> {res.after} messages, {res.tokens_after:,} tokens)")
+    print(
+        f"  prune_to_fit, reasoning strip suffices:      {ms:8.2f}"
+        f"   ({res.before} -> {res.after} messages, {res.tokens_after:,} tokens)"
+    )
     ladder_threshold = 60_000
     res = prune_to_fit(big, ladder_threshold)
-    print(f"  prune_to_fit, ladder (threshold 60k):        {median_ms(lambda: prune_to_fit(big, ladder_threshold), 7):8.2f}"
-          f"   ({res.before} -> {res.after} messages, rung {res.rung}, {res.tokens_after:,} tokens)")
+    print(
+        f"  prune_to_fit, ladder (threshold 60k):        {median_ms(lambda: prune_to_fit(big, ladder_threshold), 7):8.2f}"
+        f"   ({res.before} -> {res.after} messages, rung {res.rung}, {res.tokens_after:,} tokens)"
+    )
     meter = TokenMeter()
     meter.estimate(big)
-    print(f"  prune_to_fit under threshold, warm meter:    "
-          f"{median_ms(lambda: prune_to_fit(big, 10**9, meter=meter)):8.3f}")
+    print(
+        f"  prune_to_fit under threshold, warm meter:    "
+        f"{median_ms(lambda: prune_to_fit(big, 10**9, meter=meter)):8.3f}"
+    )
 
     # 2. the meter per step
     for n in (10, 2_000):
@@ -84,15 +98,18 @@ def main() -> None:
         step_ms = median_ms(one_step, 21) / 2
         full_ms = median_ms(lambda: estimate_tokens(base), 21)
         assert meter.estimate(base) == estimate_tokens(base)
-        print(f"  meter update per step at {n:>5} messages:      {step_ms:8.3f}"
-              f"   (full re-serialisation {full_ms:.3f})")
+        print(
+            f"  meter update per step at {n:>5} messages:      {step_ms:8.3f}   (full re-serialisation {full_ms:.3f})"
+        )
 
     # 3. the validator on a healthy history
     healthy = transcript(2_000)
     out, repairs = rules.check_and_repair(healthy, store=True)
     assert out is healthy and repairs == []
-    print(f"  check_and_repair, healthy 2,000 messages:    "
-          f"{median_ms(lambda: rules.check_and_repair(healthy, store=True), 21):8.3f}   (same list returned)")
+    print(
+        f"  check_and_repair, healthy 2,000 messages:    "
+        f"{median_ms(lambda: rules.check_and_repair(healthy, store=True), 21):8.3f}   (same list returned)"
+    )
 
 
 if __name__ == "__main__":

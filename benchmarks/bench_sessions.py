@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ["SHIRO_HOME"] = tempfile.mkdtemp(prefix="shiro-bench-")
 
-from shiro_kernel.session import Session  # noqa: E402
-from shiro_kernel.store.sessions import Autosaver, SessionStore  # noqa: E402
-from shiro_kernel.transcript import Message, TextPart  # noqa: E402
+from shiro_kernel.session import Session
+from shiro_kernel.store.sessions import Autosaver, SessionStore
+from shiro_kernel.transcript import Message, TextPart
 
 
 def median_ms(fn, repeat: int = 15) -> float:
@@ -43,15 +43,29 @@ def make_records(root: Path, n: int) -> list[str]:
     for i in range(n):
         sid = f"{i:08x}-0000-7000-8000-{i:012x}"
         ids.append(sid)
-        msgs = [{"role": "user", "parts": [{"type": "text", "text": f"question {i} about the data frame"}]},
-                {"role": "assistant", "parts": [{"type": "text", "text": "an answer " * 20}]}]
-        (root / f"{sid}.json").write_text(json.dumps({
-            "id": sid, "createdAt": "2025-01-01T00:00:00.000Z",
-            "updatedAt": f"2025-01-{1 + i // 3600 % 28:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00.000Z",
-            "cwd": "/home/user/projects/analysis", "provider": "openai", "model": "gpt-5",
-            "title": f"question {i} about the data frame", "inputTokens": 100, "outputTokens": 10,
-            "notebook": {"todos": []}, "notebookPath": f"/home/user/projects/analysis/nb{i % 20}.ipynb",
-            "messages": msgs}, indent=2))
+        msgs = [
+            {"role": "user", "parts": [{"type": "text", "text": f"question {i} about the data frame"}]},
+            {"role": "assistant", "parts": [{"type": "text", "text": "an answer " * 20}]},
+        ]
+        (root / f"{sid}.json").write_text(
+            json.dumps(
+                {
+                    "id": sid,
+                    "createdAt": "2025-01-01T00:00:00.000Z",
+                    "updatedAt": f"2025-01-{1 + i // 3600 % 28:02d}T{i // 60 % 24:02d}:{i % 60:02d}:00.000Z",
+                    "cwd": "/home/user/projects/analysis",
+                    "provider": "openai",
+                    "model": "gpt-5",
+                    "title": f"question {i} about the data frame",
+                    "inputTokens": 100,
+                    "outputTokens": 10,
+                    "notebook": {"todos": []},
+                    "notebookPath": f"/home/user/projects/analysis/nb{i % 20}.ipynb",
+                    "messages": msgs,
+                },
+                indent=2,
+            )
+        )
     return ids
 
 

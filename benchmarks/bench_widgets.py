@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import comm  # noqa: E402
+import comm
 
-from shiro_kernel.events import TextDelta, TurnEnd, Usage  # noqa: E402
-from shiro_kernel.ui.live import Inbox  # noqa: E402
+from shiro_kernel.events import TextDelta, TurnEnd, Usage
+from shiro_kernel.ui.live import Inbox
 
 SENT: list = []
 
@@ -45,9 +45,24 @@ class RecordingComm:
 
 comm.create_comm = RecordingComm  # type: ignore[assignment]
 
-from shiro_kernel.ui.widgets import TurnView  # noqa: E402
+from shiro_kernel.ui.widgets import TurnView
 
-WORDS = "the mean of df.x is **2.0**; grouping by `region` shows the north leads |".split()
+WORDS = [
+    "the",
+    "mean",
+    "of",
+    "df.x",
+    "is",
+    "**2.0**;",
+    "grouping",
+    "by",
+    "`region`",
+    "shows",
+    "the",
+    "north",
+    "leads",
+    "|",
+]
 
 
 def run(tokens: int, rate: float | None) -> dict[str, float]:
@@ -113,17 +128,27 @@ def run(tokens: int, rate: float | None) -> dict[str, float]:
     t = time.perf_counter()
     original_flush()
     redraw_ms = (time.perf_counter() - t) * 1000
-    return {"seconds": elapsed, "redraws": view.flushes, "messages": len(updates),
-            "per_s": len(updates) / max(elapsed, 1.0), "peak_per_s": peak, "redraw_ms": redraw_ms,
-            "busy": busy[0] / elapsed, "redraw_share": redraw[0] / elapsed, "chars": sum(len(e) for e in view.turn_log.entries if isinstance(e, str))}
+    return {
+        "seconds": elapsed,
+        "redraws": view.flushes,
+        "messages": len(updates),
+        "per_s": len(updates) / max(elapsed, 1.0),
+        "peak_per_s": peak,
+        "redraw_ms": redraw_ms,
+        "busy": busy[0] / elapsed,
+        "redraw_share": redraw[0] / elapsed,
+        "chars": sum(len(e) for e in view.turn_log.entries if isinstance(e, str)),
+    }
 
 
 def main() -> None:
     for label, rate in (("flat out", None), ("paced 2,500 tok/s", 2500.0)):
         r = run(5000, rate)
-        print(f"5,000 tokens, {label}: {r['seconds']:.2f} s, {r['redraws']} redraws, {r['messages']} widget "
-              f"update messages = {r['per_s']:.1f}/s over max(1 s, run) (peak {r['peak_per_s']}/s in any 1 s window); "
-              f"main thread busy {r['busy'] * 100:.0f}% (redraws {r['redraw_share'] * 100:.0f}%); one redraw at {r['chars']:,} chars: {r['redraw_ms']:.2f} ms")
+        print(
+            f"5,000 tokens, {label}: {r['seconds']:.2f} s, {r['redraws']} redraws, {r['messages']} widget "
+            f"update messages = {r['per_s']:.1f}/s over max(1 s, run) (peak {r['peak_per_s']}/s in any 1 s window); "
+            f"main thread busy {r['busy'] * 100:.0f}% (redraws {r['redraw_share'] * 100:.0f}%); one redraw at {r['chars']:,} chars: {r['redraw_ms']:.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -27,9 +27,11 @@ from .memory.notes import NoteStore
 from .provider import Provider, ProviderSettings
 from .provider.pricing import price_of
 from .session import Session
+from .store.assets import assets
 from .store.autosave import Autosaver
 from .store.history import PromptHistory
 from .store.ids import short_id
+from .store.live import Lease
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
 from .tasks import TaskList
@@ -38,8 +40,10 @@ from .transcript import Message
 from .turn import Turn, TurnOptions, budget_money, money
 from .ui.session_text import resume_hint, resumed_line
 
-SAVE_FAILED = ("could not save the session: {why}. The conversation is kept in this kernel; free some space or "
-               "point SHIRO_HOME at a writable folder, then run %shiro /save")
+SAVE_FAILED = (
+    "could not save the session: {why}. The conversation is kept in this kernel; free some space or "
+    "point SHIRO_HOME at a writable folder, then run %shiro /save"
+)
 
 
 class Agent:
@@ -98,8 +102,10 @@ class Agent:
         self.memory_on = on
         if on:
             return "memory is on: project notes and named memories are loaded and written again"
-        return ("memory is off for this session: no project notes or named memories are loaded or written "
-                "(turn it back on with %shiro --memory)")
+        return (
+            "memory is off for this session: no project notes or named memories are loaded or written "
+            "(turn it back on with %shiro --memory)"
+        )
 
     def notes(self, enabled: bool | None = None) -> NoteStore | None:
         on = self.memory_enabled() if enabled is None else enabled
@@ -109,14 +115,16 @@ class Agent:
         return MemoryStore.for_project(self.root, model or self.config.model, self.muted)
 
     # -- which session -------------------------------------------------------------------------------
-    def switch_to(self, session: Session) -> None:
-        """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving."""
+    def switch_to(self, session: Session, lease: Lease | None = None) -> None:
+        """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving (its
+        lease is given back); ``lease`` is the new one's, from :meth:`SessionStore.take`."""
         self.autosaver.close()
         self.session = session
         if session.notebook_path is None:
             session.notebook_path = self._notebook_str()
         self.save_error = None
         self.autosaver = self._autosaver(session)
+        self.autosaver.adopt(lease)
         self.started = True
         self.lost, self._tell_lost = {}, False
 
@@ -144,12 +152,13 @@ class Agent:
                     raise RequestError("no saved session for this notebook")
                 return "\n".join(notes) or None
             try:
-                session = self.store.load(info.id)
+                taken = self.store.take(info.id)  # a copy when another live kernel has it open
             except CorruptFile as exc:
                 notes.append(self._set_aside(info.id, exc))
                 continue
-            self.switch_to(session)
-            return "\n".join([*notes, self._with_restart_notice(resumed_line(session))])
+            self.switch_to(taken.session, taken.lease)
+            line = self._with_restart_notice(resumed_line(taken.session))
+            return "\n".join([*notes, line, *([taken.note()] if taken.forked_from else [])])
         self.started = True
         return "\n".join(notes) or None
 
@@ -161,12 +170,15 @@ class Agent:
     def resume(self, prefix: str) -> str:
         """``-r ID`` and ``/resume ID``: the session with that id or unique prefix becomes current."""
         sid = self.store.resolve(prefix)
+        if sid == self.session.id:  # already current: the record may be older than what is in memory
+            return self._with_restart_notice(resumed_line(self.session))
         try:
-            session = self.store.load(sid)
+            taken = self.store.take(sid)  # a copy when another live kernel has it open
         except CorruptFile as exc:
             raise RequestError(self._set_aside(sid, exc)) from None
-        self.switch_to(session)
-        return self._with_restart_notice(resumed_line(session))
+        self.switch_to(taken.session, taken.lease)
+        line = self._with_restart_notice(resumed_line(taken.session))
+        return f"{line}\n{taken.note()}" if taken.forked_from else line
 
     def _user_ns(self) -> dict[str, Any] | None:
         ns = getattr(self.shell, "user_ns", None)
@@ -193,8 +205,13 @@ class Agent:
 
     def rebuild(self) -> str:
         """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""
-        text, self.lost = restart.rebuild(self.session, self._user_ns(), self.tools, self.config.approval,
-                                          ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook))
+        text, self.lost = restart.rebuild(
+            self.session,
+            self._user_ns(),
+            self.tools,
+            self.config.approval,
+            ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook),
+        )
         return text
 
     # -- saving and the footer ---------------------------------------------------------------------------
@@ -206,6 +223,12 @@ class Agent:
             self.save_error = exc
             return SAVE_FAILED.format(why=exc)
         self.save_error = None
+        moved, self.autosaver.moved_from[:] = list(self.autosaver.moved_from), []
+        if moved:
+            return (
+                f"session {short_id(moved[0])} was changed by another kernel since this one read it; this "
+                f"kernel's conversation is saved as {short_id(self.session.id)} instead (both are kept)"
+            )
         return None
 
     def footer(self) -> str:
@@ -229,11 +252,26 @@ class Agent:
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
         c = self.config
-        settings = ProviderSettings(model=model or c.model, api=c.api, base_url=c.base_url, store=c.store,
-                                    stream=c.stream, timeout_s=c.timeout_s, max_retries=c.max_retries,
-                                    reasoning_effort=reasoning_effort)
-        key = (settings.model, settings.api, settings.base_url, settings.store, settings.stream,
-               settings.timeout_s, settings.max_retries, reasoning_effort)
+        settings = ProviderSettings(
+            model=model or c.model,
+            api=c.api,
+            base_url=c.base_url,
+            store=c.store,
+            stream=c.stream,
+            timeout_s=c.timeout_s,
+            max_retries=c.max_retries,
+            reasoning_effort=reasoning_effort,
+        )
+        key = (
+            settings.model,
+            settings.api,
+            settings.base_url,
+            settings.store,
+            settings.stream,
+            settings.timeout_s,
+            settings.max_retries,
+            reasoning_effort,
+        )
         if self._provider is None or key != self._provider_key:
             self._provider, self._provider_key = Provider(settings), key
         return self._provider
@@ -249,10 +287,20 @@ class Agent:
         return text or ""
 
     # -- a turn ------------------------------------------------------------------------------------
-    def ask(self, prompt: str, *, on_event: Callable[[Event], None] | None = None, model: str | None = None,
-            agent: str | None = None, memory: bool | None = None, headless: bool = True,
-            propose: Callable[[str], None] | None = None, approver: Any = None, runner: Any = None,
-            keep_abort: bool = False) -> TurnEnd:
+    def ask(
+        self,
+        prompt: str,
+        *,
+        on_event: Callable[[Event], None] | None = None,
+        model: str | None = None,
+        agent: str | None = None,
+        memory: bool | None = None,
+        headless: bool = True,
+        propose: Callable[[str], None] | None = None,
+        approver: Any = None,
+        runner: Any = None,
+        keep_abort: bool = False,
+    ) -> TurnEnd:
         """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
         background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
         caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
@@ -270,17 +318,28 @@ class Agent:
         self.session.model = model
         notes = self.notes(memory)
         memories = self.memories(model) if (self.memory_enabled() if memory is None else memory) else None
-        provenance = {"sessionId": self.session.id, "notebook": str(notebook) if notebook else None,
-                      "cell": getattr(self.shell, "execution_count", None), "gitCommit": git_commit(root)}
+        provenance = {
+            "sessionId": self.session.id,
+            "notebook": str(notebook) if notebook else None,
+            "cell": getattr(self.shell, "execution_count", None),
+            "gitCommit": git_commit(root),
+        }
         if memories is not None:
             memories.provenance = provenance
-        ctx = ToolContext(root=root, shell=self.shell, notebook_path=notebook, propose=propose, abort=self.abort,
-                          extras={"tasks": self.tasks, "notes": notes, "memories": memories,
-                                  "provenance": provenance})
+        ctx = ToolContext(
+            root=root,
+            shell=self.shell,
+            notebook_path=notebook,
+            propose=propose,
+            abort=self.abort,
+            image_max_px=self.config.image_max_px,
+            extras={"tasks": self.tasks, "notes": notes, "memories": memories, "provenance": provenance},
+        )
         approval = self.config.approval
         # memory is read once, at the start of the turn; the task list is re-read on every step
-        boot = [block for block in (self._notes_block(notes, emit), memories.prompt_block() if memories else "")
-                if block]
+        boot = [
+            block for block in (self._notes_block(notes, emit), memories.prompt_block() if memories else "") if block
+        ]
         tasks = self.tasks
         # what changed since the last turn: variables lost to a kernel restart (first turn after a
         # resume only), and cells edited or run outside the agent
@@ -292,10 +351,14 @@ class Agent:
             return restart.prompt_block(self.lost_now()) if tell_lost else ""
 
         def system() -> str:
-            return build_system_prompt(root=str(root), notebook=str(notebook) if notebook else None,
-                                       approval=approval, agent=variant, variant_prompt=str(spec.get("prompt", "")),
-                                       blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block,
-                                               lambda: changed])
+            return build_system_prompt(
+                root=str(root),
+                notebook=str(notebook) if notebook else None,
+                approval=approval,
+                agent=variant,
+                variant_prompt=str(spec.get("prompt", "")),
+                blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block, lambda: changed],
+            )
 
         try:
             self.history().append(prompt)
@@ -304,8 +367,13 @@ class Agent:
         if not keep_abort:
             self.abort.clear()
         max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
-        options = TurnOptions(approval=approval, max_steps=max_steps, headless=headless,
-                              compact_threshold=self.config.compact_threshold, store=self.config.store)
+        options = TurnOptions(
+            approval=approval,
+            max_steps=max_steps,
+            headless=headless,
+            compact_threshold=self.config.compact_threshold,
+            store=self.config.store,
+        )
         if approver is not None:
             options.approver = approver
         if runner is not None:
@@ -321,8 +389,21 @@ class Agent:
                     emit(Notice(problem, kind="warning"))
             emit(event)
 
-        turn = Turn(self.session, self.provider(model, str(effort) if effort else None), self.tools, ctx, system,
-                    options, on_event=on_turn_event, abort=self.abort)
+        provider = self.provider(model, str(effort) if effort else None)
+        vision = self.config.vision
+        send_images = vision is True or (vision == "auto" and self.session.vision is not False)
+        provider.images = assets().data_url if send_images else None
+        options.vision = vision
+        turn = Turn(
+            self.session,
+            provider,
+            self.tools,
+            ctx,
+            system,
+            options,
+            on_event=on_turn_event,
+            abort=self.abort,
+        )
         return turn.run(prompt)
 
     def _notes_block(self, notes: NoteStore | None, emit: Callable[[Event], None]) -> str:
@@ -341,8 +422,13 @@ class Agent:
         if price_of(model) is None:
             if not self._budget_warned:
                 self._budget_warned = True
-                emit(Notice(f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
-                            "the budget cannot be checked; turns are not stopped by it", kind="warning"))
+                emit(
+                    Notice(
+                        f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
+                        "the budget cannot be checked; turns are not stopped by it",
+                        kind="warning",
+                    )
+                )
             return
         options.budget_usd = float(budget)
 

@@ -6,13 +6,9 @@ dispatcher and ``/help`` are both made from it. A command that fails raises; :fu
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-
-from .errors import ShiroError
-from .store.ids import short_id
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -42,6 +38,7 @@ def _memory(agent: Agent, arg: str) -> str:
 
 def _compact(agent: Agent, arg: str) -> str:
     from .context.compact import compact_message, compact_session
+    from .errors import ShiroError
 
     try:
         before, after = compact_session(agent.session, agent.provider(), threshold=agent.config.compact_threshold)
@@ -52,6 +49,7 @@ def _compact(agent: Agent, arg: str) -> str:
 
 def _clear(agent: Agent, arg: str) -> str:
     from .session import Session
+    from .store.ids import short_id
 
     old = agent.session
     agent.switch_to(Session(notebook_path=old.notebook_path))
@@ -80,12 +78,16 @@ def _save(agent: Agent, arg: str) -> str:
 
 
 def _cost(agent: Agent, arg: str) -> str:
+    from .store.ids import short_id
+
     u = agent.session.usage
     model = agent.session.model or agent.config.model
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else f"unknown (no price for {model})"
     meter = agent.budget_meter()
-    return (f"session {short_id(agent.session.id)}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
-            f"cost {cost}" + (f" ({meter})" if meter else ""))
+    return (
+        f"session {short_id(agent.session.id)}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
+        f"cost {cost}" + (f" ({meter})" if meter else "")
+    )
 
 
 def _rebuild(agent: Agent, arg: str) -> str:
@@ -132,6 +134,10 @@ def help_text() -> str:
 
 def run(agent: Agent, line: str) -> str:
     """Run one slash command line; the text to show (a failure included, as its one line)."""
+    import difflib
+
+    from .errors import ShiroError
+
     name, _, arg = line.strip().partition(" ")
     command = COMMANDS.get(name.lower())
     if command is None:

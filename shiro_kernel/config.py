@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union, default
 from traitlets.config import Configurable
 
 DEFAULT_MODEL = "gpt-5-mini"
@@ -46,35 +46,72 @@ class Shiro(Configurable):
     """Settings of the %shiro agent."""
 
     model = Unicode(help="Model name sent to the server (default: $SHIRO_MODEL, else gpt-5-mini).").tag(config=True)
-    api = Enum(["responses", "chat"], help="Which API to call: 'responses' (/v1/responses) or 'chat' "
-               "(/v1/chat/completions). Default: $SHIRO_API, else responses.").tag(config=True)
-    base_url = Unicode(None, allow_none=True, help="OpenAI-compatible server URL, e.g. "
-                       "http://localhost:11434/v1 for Ollama (default: $OPENAI_BASE_URL).").tag(config=True)
-    store = Bool(True, help="Responses API `store`: keep items on the provider's side and refer to them by id. "
-                 "Off: nothing is stored and reasoning is replayed encrypted.").tag(config=True)
+    api = Enum(
+        ["responses", "chat"],
+        help="Which API to call: 'responses' (/v1/responses) or 'chat' "
+        "(/v1/chat/completions). Default: $SHIRO_API, else responses.",
+    ).tag(config=True)
+    base_url = Unicode(
+        None,
+        allow_none=True,
+        help="OpenAI-compatible server URL, e.g. http://localhost:11434/v1 for Ollama (default: $OPENAI_BASE_URL).",
+    ).tag(config=True)
+    store = Bool(
+        True,
+        help="Responses API `store`: keep items on the provider's side and refer to them by id. "
+        "Off: nothing is stored and reasoning is replayed encrypted.",
+    ).tag(config=True)
     stream = Bool(True, help="Stream responses as they are generated.").tag(config=True)
-    approval = Enum(["ask", "auto", "read-only"], "ask", help="Tools that change something (python, write_file, "
-                    "edit_file, shell): 'ask' first, run them 'auto'matically, or refuse them ('read-only').").tag(
-                        config=True)
+    approval = Enum(
+        ["ask", "auto", "read-only"],
+        "ask",
+        help="Tools that change something (python, write_file, "
+        "edit_file, shell): 'ask' first, run them 'auto'matically, or refuse them ('read-only').",
+    ).tag(config=True)
     compact_threshold = Int(120_000, help="Estimated tokens at which the wire copy of the history is pruned.").tag(
-        config=True)
+        config=True
+    )
     max_steps = Int(50, help="Most model calls in one turn.").tag(config=True)
     memory = Bool(True, help="Load and write project memory (False is --no-memory).").tag(config=True)
     budget_usd = Float(None, allow_none=True, help="Spend limit in USD for this notebook's session.").tag(config=True)
-    mute = List(Unicode(), help="Named memories muted for this kernel's session (like --mute NAME): their index "
-                "line is hidden and reading them by name is refused; files are untouched.").tag(config=True)
+    mute = List(
+        Unicode(),
+        help="Named memories muted for this kernel's session (like --mute NAME): their index "
+        "line is hidden and reading them by name is refused; files are untouched.",
+    ).tag(config=True)
     agent = Unicode("default", help="Agent variant: 'default', 'deep', or one defined in Shiro.agents.").tag(
-        config=True)
-    agents = Dict(help="Your own agent variants: name -> {'prompt': extra system prompt, 'max_steps': int, "
-                  "'reasoning_effort': 'low'|'medium'|'high'}; they add to (or replace) 'default' and 'deep'.").tag(
-                      config=True)
+        config=True
+    )
+    agents = Dict(
+        help="Your own agent variants: name -> {'prompt': extra system prompt, 'max_steps': int, "
+        "'reasoning_effort': 'low'|'medium'|'high'}; they add to (or replace) 'default' and 'deep'."
+    ).tag(config=True)
     timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
-        config=True)
-    frontend = Enum(["auto", "widgets", "text"], "auto", help="How %shiro shows a turn: 'widgets' runs it in "
-                    "the background with live widgets (Stop, approval buttons, prompt queue); 'text' always blocks "
-                    "and prints Markdown; 'auto' uses widgets only when a widget frontend (JupyterLab) is "
-                    "connected to the kernel.").tag(config=True)
+        config=True
+    )
+    frontend = Enum(
+        ["auto", "widgets", "text"],
+        "auto",
+        help="How %shiro shows a turn: 'widgets' runs it in "
+        "the background with live widgets (Stop, approval buttons, prompt queue); 'text' always blocks "
+        "and prints Markdown; 'auto' uses widgets only when a widget frontend (JupyterLab) is "
+        "connected to the kernel.",
+    ).tag(config=True)
     max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
+    vision = Union(
+        [Enum(["auto"]), Bool()],
+        default_value="auto",
+        help="Send images (figures, image files) to the model: True, False, or 'auto' — send them, and when the "
+        "provider answers that the model takes no images, re-send that step with text descriptions and keep "
+        "doing so for the session.",
+    ).tag(config=True)
+    image_max_px = Int(
+        1024, help="Images sent to the model are downscaled to this long side (pixels); the user sees the original."
+    ).tag(config=True)
+    mcp_servers = Dict(
+        help="MCP servers whose tools the agent may use, like .mcp.json's mcpServers (the trait wins on a name "
+        "clash): {NAME: {'command', 'args', 'env'} | {'url', 'headers'}}; ${VAR} is read from the environment."
+    ).tag(config=True)
 
     @default("model")
     def _model_default(self) -> str:
@@ -93,9 +130,11 @@ class Shiro(Configurable):
 BUILTIN_AGENTS: dict[str, dict[str, object]] = {
     "default": {},
     "deep": {
-        "prompt": ("You are running as the `deep` variant: for anything with more than one step, write a plan "
-                   "with todo_write first, check each intermediate result before building on it, and finish "
-                   "with what you verified and what you did not."),
+        "prompt": (
+            "You are running as the `deep` variant: for anything with more than one step, write a plan "
+            "with todo_write first, check each intermediate result before building on it, and finish "
+            "with what you verified and what you did not."
+        ),
         "max_steps": 100,
         "reasoning_effort": "high",
     },
@@ -107,6 +146,8 @@ def agent_variant(config: Shiro, name: str | None) -> tuple[str, dict[str, objec
     variants = {**BUILTIN_AGENTS, **{k: dict(v) for k, v in (config.agents or {}).items()}}
     chosen = name or config.agent
     if chosen not in variants:
-        raise ValueError(f"unknown agent variant {chosen!r}; known: {', '.join(sorted(variants))} "
-                         "(add your own with %config Shiro.agents = {...})")
+        raise ValueError(
+            f"unknown agent variant {chosen!r}; known: {', '.join(sorted(variants))} "
+            "(add your own with %config Shiro.agents = {...})"
+        )
     return chosen, variants[chosen]

@@ -22,7 +22,6 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from .config import Shiro
-from .errors import ShiroError
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -39,21 +38,30 @@ class Parsed:
 
 def _declare(fn: Any) -> Any:
     """The options of ``%shiro`` and ``%%shiro``, in one place."""
-    for decorator in reversed([
-        magic_arguments(),
-        argument("--wait", action="store_true",
-                 help="block until the turn has ended (waits for a running or queued turn first)"),
-        argument("--new", action="store_true", help="start a fresh session"),
-        argument("-c", dest="cont", action="store_true", help="continue the newest session of this notebook"),
-        argument("-r", dest="resume", metavar="ID", help="resume a session by id or unique prefix"),
-        argument("--no-memory", dest="no_memory", action="store_true",
-                 help="no project notes or named memories for this session (--memory turns them back on)"),
-        argument("--memory", dest="memory_on", action="store_true", help="turn memory back on after --no-memory"),
-        argument("--mute", metavar="NAME[,NAME]", help="hide named memories for this session"),
-        argument("--model", metavar="NAME", help="the model for this turn"),
-        argument("--agent", metavar="NAME", help="the agent variant for this turn (default, deep, or your own)"),
-        argument("prompt", nargs="*", help="the prompt (it may end in '?'), or a slash command: /help lists them"),
-    ]):
+    for decorator in reversed(
+        [
+            magic_arguments(),
+            argument(
+                "--wait",
+                action="store_true",
+                help="block until the turn has ended (waits for a running or queued turn first)",
+            ),
+            argument("--new", action="store_true", help="start a fresh session"),
+            argument("-c", dest="cont", action="store_true", help="continue the newest session of this notebook"),
+            argument("-r", dest="resume", metavar="ID", help="resume a session by id or unique prefix"),
+            argument(
+                "--no-memory",
+                dest="no_memory",
+                action="store_true",
+                help="no project notes or named memories for this session (--memory turns them back on)",
+            ),
+            argument("--memory", dest="memory_on", action="store_true", help="turn memory back on after --no-memory"),
+            argument("--mute", metavar="NAME[,NAME]", help="hide named memories for this session"),
+            argument("--model", metavar="NAME", help="the model for this turn"),
+            argument("--agent", metavar="NAME", help="the agent variant for this turn (default, deep, or your own)"),
+            argument("prompt", nargs="*", help="the prompt (it may end in '?'), or a slash command: /help lists them"),
+        ]
+    ):
         fn = decorator(fn)
     return fn
 
@@ -73,8 +81,9 @@ def parse_line(line: str, parser: Any = None) -> Parsed:
             break
         if name not in takes_value:
             known = ", ".join(s for s in takes_value if s not in ("-h", "--help"))
-            raise UsageError(f"%shiro: unknown option {token!r} (known: {known}); put `--` before a prompt "
-                             "that starts with a dash")
+            raise UsageError(
+                f"%shiro: unknown option {token!r} (known: {known}); put `--` before a prompt that starts with a dash"
+            )
         tokens.append(token)
         rest = tail.lstrip()
         if takes_value[name] and "=" not in token:
@@ -117,7 +126,7 @@ class ShiroMagics(Magics):
         A slash command (%shiro /todos) runs a command instead."""
         self._run(parse_line(line))
 
-    @cell_magic("shiro")
+    @cell_magic("shiro")  # type: ignore[arg-type]  # IPython types the decorator for functions, not methods
     def shiro_cell(self, line: str, cell: str) -> None:
         """%%shiro [options] — the cell body is the prompt (options as for %shiro)."""
         parsed = parse_line(line)
@@ -125,6 +134,8 @@ class ShiroMagics(Magics):
         self._run(parsed)
 
     def _run(self, parsed: Parsed) -> None:
+        from .errors import ShiroError
+
         try:
             self._dispatch(parsed)
         except ShiroError as exc:

@@ -21,7 +21,7 @@ def cut(text: str, limit: int, *, tail: int = 0, unit: str = "characters", ellip
         return text[: max(0, limit - len(ellipsis))] + ellipsis
     tail = max(0, min(tail, limit))
     head = text[: limit - tail]
-    end = text[len(text) - tail:] if tail else ""
+    end = text[len(text) - tail :] if tail else ""
     gone = len(text) - len(head) - len(end)
     note = f"[... {gone:,} {unit} truncated; {len(text):,} in all ...]"
     return f"{head}\n{note}\n{end}" if end else f"{head}\n{note}"
@@ -55,7 +55,7 @@ class HeadTail(Generic[S]):
     is written."""
 
     def __init__(self, empty: S, head: int, tail: int) -> None:
-        self._empty = empty
+        self._empty: S = empty
         self._head: list[S] = []
         self._head_len = 0
         self._head_max = head

@@ -23,6 +23,7 @@ from .context.prune import (
     DEFAULT_THRESHOLD,
     TokenMeter,
     detach_provider_items,
+    limit_images,
     prune_to_fit,
 )
 from .events import (
@@ -42,14 +43,15 @@ from .events import (
 )
 from .session import Session
 from .tools import Tool, ToolContext, run_tool
-from .transcript import Message, ToolCallPart, ToolResultPart
+from .transcript import Message, Part, ToolCallPart, ToolResultPart
 
 APPROVE, DENY, ALWAYS, LATER = "approve", "deny", "always", "later"
 
 
 class ProviderLike(Protocol):
-    def stream(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
-               abort: threading.Event | None = None) -> Any: ...
+    def stream(
+        self, system: str, messages: list[Message], tools: list[dict[str, Any]], abort: threading.Event | None = None
+    ) -> Any: ...
 
 
 #: asks the user about one call; returns APPROVE, DENY, ALWAYS, or LATER (leave it pending)
@@ -64,20 +66,29 @@ def headless_approver(call: ToolCallPart, tool: Tool) -> str:
 
 HEADLESS_DENIAL = (
     "Error: not approved — this run cannot show approval buttons (no widget frontend) and "
-    "Shiro.approval is \"ask\", so {name} was not run. To allow it, run "
-    "`%config Shiro.approval = \"auto\"` and ask again."
+    'Shiro.approval is "ask", so {name} was not run. To allow it, run '
+    '`%config Shiro.approval = "auto"` and ask again.'
+)
+HEADLESS_NOTICE = (
+    "this run cannot show approval buttons, so calls that change something were not run; to allow them in a "
+    'headless run you trust, run %config Shiro.approval = "auto" and ask again'
 )
 USER_DENIAL = "Error: not approved — the user denied this {name} call. Ask before trying something else."
 READ_ONLY_DENIAL = (
-    "Error: not approved — Shiro.approval is \"read-only\", so {name} is refused. Use the reading tools, "
-    "or the user can run `%config Shiro.approval = \"ask\"`."
+    'Error: not approved — Shiro.approval is "read-only", so {name} is refused. Use the reading tools, '
+    'or the user can run `%config Shiro.approval = "ask"`.'
 )
 ABORTED = "Error: not run — the user stopped the turn before this call ran."
 #: the seed's notice for the 404 repair (the docs show it with a lowercase "the")
-INLINE_RETRY_NOTICE = ("The provider no longer had part of this session stored. "
-                       "Re-sent the history inline and carried on.")
+INLINE_RETRY_NOTICE = (
+    "The provider no longer had part of this session stored. Re-sent the history inline and carried on."
+)
 COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
 REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
+NO_VISION_NOTICE = (
+    "this model does not take images: the step was re-sent with text descriptions of the figures instead, and "
+    "this session will keep doing so (%config Shiro.vision = True sends images again)"
+)
 BUDGET_REACHED = "budget reached: {spent} of {budget} spent — raise it with %config Shiro.budget_usd = {suggest}"
 
 
@@ -92,6 +103,8 @@ class TurnOptions:
     store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
     #: the session's spend limit in USD (None: no limit, or the model is unpriced and it cannot be checked)
     budget_usd: float | None = None
+    #: ``Shiro.vision``: "auto" (a provider's "no images" error makes the step rerun without), True, False
+    vision: str | bool = "auto"
 
 
 @dataclass
@@ -110,6 +123,7 @@ class Turn:
     _compacted: bool = field(default=False, init=False, repr=False)
     _repaired: bool = field(default=False, init=False, repr=False)
     _inlined: bool = field(default=False, init=False, repr=False)
+    _told_headless: bool = field(default=False, init=False, repr=False)
 
     # -- entry point -----------------------------------------------------------------------------
     def run(self, prompt: str | None) -> TurnEnd:
@@ -123,12 +137,11 @@ class Turn:
         return end
 
     def _run(self, prompt: str | None) -> TurnEnd:
-        self._compacted = self._repaired = self._inlined = False
+        self._compacted = self._repaired = self._inlined = self._told_headless = False
         # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
         pending = rules.pending_calls(self.session.messages)
-        if pending:
-            if self._answer_calls(pending) is False:
-                return TurnEnd("waiting", self.usage)
+        if pending and self._answer_calls(pending) is False:
+            return TurnEnd("waiting", self.usage)
         if prompt:
             self.session.append(Message.user(prompt))
         specs = [t.spec() for t in self.tools.values()]
@@ -160,8 +173,13 @@ class Turn:
                 return TurnEnd("waiting", self.usage)
             if self.abort.is_set():
                 return TurnEnd("aborted", self.usage)
-        self.on_event(Notice(f"stopped after {self.options.max_steps} steps (Shiro.max_steps); "
-                             "send another prompt to let it continue", kind="warning"))
+        self.on_event(
+            Notice(
+                f"stopped after {self.options.max_steps} steps (Shiro.max_steps); "
+                "send another prompt to let it continue",
+                kind="warning",
+            )
+        )
         return TurnEnd("max_steps", self.usage)
 
     def _over_budget(self, next_cost: float) -> str | None:
@@ -188,25 +206,46 @@ class Turn:
         if shown and not self._repaired:
             self._repaired = True
             self.on_event(Notice(REPAIRED_NOTICE.format(repairs="; ".join(shown)), kind="warning"))
-        result = prune_to_fit(messages, self.options.compact_threshold,
-                              meter=self.meter if messages is self.session.messages else None)
+        messages, _ = limit_images(messages)
+        result = prune_to_fit(
+            messages, self.options.compact_threshold, meter=self.meter if messages is self.session.messages else None
+        )
         if result.changed and not self._compacted:
             self._compacted = True
-            self.on_event(Notice(COMPACTED_NOTICE.format(before=result.before, after=result.after),
-                                 kind="compacted"))
+            self.on_event(Notice(COMPACTED_NOTICE.format(before=result.before, after=result.after), kind="compacted"))
         return result.messages
 
     def _call_model(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None]:
         while True:
             done, error, shown = self._call_once(specs)
-            if (error is not None and not shown and not self._inlined and not self.abort.is_set()
-                    and error.kind == "item_not_found"):
+            if (
+                error is not None
+                and not shown
+                and not self._inlined
+                and not self.abort.is_set()
+                and error.kind == "item_not_found"
+            ):
                 # The provider lost an item the history refers to: retrying as is fails the same way
                 # every time, so the session's own history goes inline (once per turn) and the step reruns.
                 self._inlined = True
                 self.session.messages[:] = detach_provider_items(self.session.messages)
                 self.session.changed()
                 self.on_event(Notice(INLINE_RETRY_NOTICE))
+                continue
+            if (
+                error is not None
+                and not shown
+                and not self.abort.is_set()
+                and error.kind == "images_unsupported"
+                and self.options.vision == "auto"
+                and getattr(self.provider, "images", None) is not None
+            ):
+                # The model takes no images: the step reruns with each image's text stand-in (a figure's
+                # title, axes and series), and the session remembers not to send images to it.
+                self.provider.images = None  # type: ignore[attr-defined]
+                self.session.vision = False
+                self.session.changed()
+                self.on_event(Notice(NO_VISION_NOTICE, kind="warning"))
                 continue
             return done, error
 
@@ -253,15 +292,23 @@ class Turn:
             self.on_event(ToolStart(call))
             started = time.perf_counter()
             if verdict == DENY:
-                text = (READ_ONLY_DENIAL if self.options.approval == "read-only" else
-                        HEADLESS_DENIAL if self.options.headless else USER_DENIAL).format(name=call.name)
+                text = (
+                    READ_ONLY_DENIAL
+                    if self.options.approval == "read-only"
+                    else HEADLESS_DENIAL
+                    if self.options.headless
+                    else USER_DENIAL
+                ).format(name=call.name)
                 result = ToolResultPart(call.call_id, call.name, text, is_error=True)
             else:
                 result = self._run_tool(call)
             self.on_event(ToolEnd(call, result, time.perf_counter() - started))
+            if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
+                self._told_headless = True  # once per turn: how to let such calls run here
+                self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))
             results.append(result)
         if results:
-            self.session.append(Message("tool", results))
+            self.session.append(Message("tool", list[Part](results)))
         return not waiting
 
     def _approval(self, call: ToolCallPart, tool: Tool | None) -> str:
@@ -287,8 +334,9 @@ class Turn:
         """Give every call of the last assistant message that has no result an ``Error:`` result."""
         missing = rules.pending_calls(self.session.messages)
         if missing:
-            self.session.append(Message("tool", [
-                ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing]))
+            self.session.append(
+                Message("tool", [ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing])
+            )
 
 
 def money(value: float) -> str:
@@ -309,5 +357,6 @@ def budget_amount(value: float) -> str:
 
 
 def budget_message(spent: float, budget: float) -> str:
-    return BUDGET_REACHED.format(spent=money(spent), budget=budget_money(budget),
-                                 suggest=budget_amount(budget * 2 if budget > 0 else 1.0))
+    return BUDGET_REACHED.format(
+        spent=money(spent), budget=budget_money(budget), suggest=budget_amount(budget * 2 if budget > 0 else 1.0)
+    )

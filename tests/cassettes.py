@@ -17,7 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ def _header(headers: dict[str, Any] | None, name: str) -> str:
     return ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_yaml(rel: str) -> tuple[Interaction, ...]:
     """A pydantic-ai or simonw/llm cassette (the two YAML styles are told apart per field)."""
     doc = yaml.load((ROOT / rel).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
@@ -96,7 +96,7 @@ def load_yaml(rel: str) -> tuple[Interaction, ...]:
         if "parsed_body" in req:
             request = req["parsed_body"]
         else:
-            body = (req.get("body") or {})
+            body = req.get("body") or {}
             body = body.get("string") if isinstance(body, dict) else body
             request = json.loads(body) if body else None
         ctype = _header(resp.get("headers"), "content-type")
@@ -109,7 +109,7 @@ def load_yaml(rel: str) -> tuple[Interaction, ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_vercel(rel: str) -> tuple[Interaction, ...]:
     path = ROOT / rel
     api = "chat" if "/chat/" in rel else "responses"
@@ -142,7 +142,7 @@ def openai_interactions(rel: str) -> tuple[Interaction, ...]:
     return tuple(x for x, uri in zip(load(rel), doc_uris) if "api.openai.com" in uri)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _uris(rel: str) -> tuple[str, ...]:
     doc = yaml.load((ROOT / rel).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
     return tuple(i["request"].get("uri", "") for i in doc["interactions"])

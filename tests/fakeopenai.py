@@ -43,18 +43,19 @@ import string
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any
 
 __all__ = [
+    "SPEC_PATH",
     "Call",
-    "Reply",
+    "FakeOpenAI",
     "Fault",
     "Recorded",
-    "FakeOpenAI",
+    "Reply",
     "load_openapi_spec",
-    "SPEC_PATH",
 ]
 
 SPEC_PATH = Path(__file__).parent / "realdata" / "openai-openapi.yaml"
@@ -114,7 +115,7 @@ class Fault:
     headers: dict[str, str] = field(default_factory=dict)
     after_events: int | None = 0
     seconds: float = 0.0
-    then: "ReplyItem | None" = None
+    then: ReplyItem | None = None
 
     @classmethod
     def error(
@@ -126,12 +127,14 @@ class Fault:
         code: str | None = None,
         param: str | None = None,
         headers: dict[str, str] | None = None,
-    ) -> "Fault":
+    ) -> Fault:
         """Answer once with ``status`` and the real error body shape."""
-        return cls("error", http_status=status, body=_error_body(message, type, param, code), headers=dict(headers or {}))
+        return cls(
+            "error", http_status=status, body=_error_body(message, type, param, code), headers=dict(headers or {})
+        )
 
     @classmethod
-    def status(cls, status: int, message: str | None = None, *, retry_after: float = 0.01) -> "Fault":
+    def status(cls, status: int, message: str | None = None, *, retry_after: float = 0.01) -> Fault:
         """A realistic 429 (rate limit) or 5xx (server error) answer.
 
         ``retry_after`` (seconds) goes into ``retry-after-ms`` / ``retry-after``
@@ -161,7 +164,7 @@ class Fault:
         return cls("error", http_status=status, body=body, headers=headers)
 
     @classmethod
-    def cut(cls, after_events: int = 0) -> "Fault":
+    def cut(cls, after_events: int = 0) -> Fault:
         """Close the connection after ``after_events`` SSE events (mid-stream).
 
         A non-streaming request gets its connection closed without an answer.
@@ -169,7 +172,7 @@ class Fault:
         return cls("cut", after_events=after_events)
 
     @classmethod
-    def malformed_sse(cls, after_events: int | None = None) -> "Fault":
+    def malformed_sse(cls, after_events: int | None = None) -> Fault:
         """Send ``after_events`` good events, then a garbage ``data:`` line, then end the stream.
 
         By default the garbage replaces the first output event (after ``response.created`` /
@@ -178,7 +181,7 @@ class Fault:
         return cls("malformed", after_events=after_events)
 
     @classmethod
-    def delay(cls, seconds: float, then: "ReplyItem | None" = None) -> "Fault":
+    def delay(cls, seconds: float, then: ReplyItem | None = None) -> Fault:
         """Wait ``seconds`` (for client timeouts), then answer ``then`` or the default reply."""
         return cls("delay", seconds=seconds, then=then)
 
@@ -196,8 +199,8 @@ class Recorded:
     raw: bytes = b""
 
 
-ReplyFn = Callable[[Recorded], Union[Reply, Fault]]
-ReplyItem = Union[Reply, Fault, ReplyFn]
+ReplyFn = Callable[[Recorded], Reply | Fault]
+ReplyItem = Reply | Fault | ReplyFn
 
 
 # ---------------------------------------------------------------------------
@@ -205,6 +208,32 @@ ReplyItem = Union[Reply, Fault, ReplyFn]
 # ---------------------------------------------------------------------------
 
 _ALNUM = string.ascii_letters + string.digits
+
+
+#: OpenAI's answer to an image for a model without vision (OpenHands#7700 and others; see the research notes)
+NO_VISION_MESSAGE = "Invalid content type. image_url is only supported by certain models."
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
+
+
+def _check_data_url(url: Any, where: str) -> None:
+    """A data URL holding a real image, or the real API's 400."""
+    import base64
+    import binascii
+
+    if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
+        raise _ApiError(400, f"Invalid image URL at {where}: expected a data:image/...;base64 URL.", param=where)
+    try:
+        raw = base64.b64decode(url.split(",", 1)[1], validate=True)
+    except (binascii.Error, ValueError):
+        raise _ApiError(400, "Invalid base64 image_url.", param=where) from None
+    if not raw.startswith(_IMAGE_MAGIC):
+        raise _ApiError(
+            400,
+            "You uploaded an unsupported image. Please make sure your image has of one the following formats: "
+            "['png', 'jpeg', 'gif', 'webp'].",
+            param=where,
+            code="invalid_image_format",
+        )
 
 
 def _hex_id(prefix: str) -> str:
@@ -223,8 +252,15 @@ def _error_body(message: str, type: str, param: str | None, code: str | None) ->
 class _ApiError(Exception):
     """Raised while checking a request; becomes the HTTP error answer."""
 
-    def __init__(self, status: int, message: str, *, param: str | None = "input", code: str | None = None,
-                 type: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = "input",
+        code: str | None = None,
+        type: str = "invalid_request_error",
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.body = _error_body(message, type, param, code)
@@ -243,7 +279,7 @@ def _text_deltas(text: str) -> list[str]:
 
 
 def _arg_deltas(arguments: str) -> list[str]:
-    return [arguments[i:i + 5] for i in range(0, len(arguments), 5)] or [""]
+    return [arguments[i : i + 5] for i in range(0, len(arguments), 5)] or [""]
 
 
 def _approx_tokens(n_chars: int) -> int:
@@ -337,16 +373,18 @@ def _patch_spec(spec: dict[str, Any]) -> dict[str, Any]:
     # test_openai_responses_phase_live.yaml second request: 200); Codex CLI replays them as
     # just {"type": "output_text", "text": ...} (no `annotations` either).  Both lists are
     # only always present in API *output*.
-    schemas["OutputTextContent"]["required"] = [r for r in schemas["OutputTextContent"]["required"]
-                                                if r not in ("logprobs", "annotations")]
+    schemas["OutputTextContent"]["required"] = [
+        r for r in schemas["OutputTextContent"]["required"] if r not in ("logprobs", "annotations")
+    ]
     # OutputMessage requires `id` and `status` (again the response shape).  Stateless clients
     # replay assistant messages as {"type": "message", "role": "assistant", "content":
     # [{"type": "output_text", ...}]} without them; Codex CLI does exactly this (its
     # ResponseItem::Message id is `skip_serializing`) against the real API with store=false,
     # where sending the id would be a 404.  Without this patch no spec-valid way exists to
     # replay assistant output text after a reasoning item with store=false.
-    schemas["OutputMessage"]["required"] = [r for r in schemas["OutputMessage"]["required"]
-                                            if r not in ("id", "status")]
+    schemas["OutputMessage"]["required"] = [
+        r for r in schemas["OutputMessage"]["required"] if r not in ("id", "status")
+    ]
     return spec
 
 
@@ -414,7 +452,8 @@ def _explain(error: Any) -> Any:
                 (not c.relative_path and c.validator == "type")
                 # the `type` (or chat `role`) tag names another branch
                 or (list(c.relative_path) in (["type"], ["role"]) and c.validator in ("enum", "const", "anyOf"))
-                for c in errs)
+                for c in errs
+            )
 
         candidates = [errs for errs in branches.values() if not wrong_branch(errs)] or list(branches.values())
         fewest = min(candidates, key=len)
@@ -453,10 +492,22 @@ class _Resolved:
 
 # Output item types that may follow a reasoning item (anything the model emits).
 _MODEL_ITEM_TYPES = {
-    "function_call", "custom_tool_call", "web_search_call", "file_search_call", "computer_call",
-    "code_interpreter_call", "image_generation_call", "local_shell_call", "shell_call",
-    "apply_patch_call", "mcp_call", "mcp_list_tools", "mcp_approval_request", "tool_search_call",
+    "function_call",
+    "custom_tool_call",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "shell_call",
+    "apply_patch_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "tool_search_call",
 }
+
 
 def _is_output_message(r: _Resolved) -> bool:
     """An assistant message the model produced: it carries its id, or output_text/refusal parts.
@@ -489,7 +540,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     # Without this every small write waits for the peer's delayed ACK (~40 ms per call).
     disable_nagle_algorithm = True
     protocol_version = "HTTP/1.1"  # keep-alive, chunked SSE
-    server: "_Server"
+    server: _Server
 
     def setup(self) -> None:
         super().setup()
@@ -501,7 +552,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         finally:
             self.server.fake._track(self.connection, add=False)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
 
     def do_POST(self) -> None:
@@ -518,7 +569,7 @@ class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # stop() must not wait for a handler sleeping in Fault.delay
     allow_reuse_address = True
-    fake: "FakeOpenAI"
+    fake: FakeOpenAI
 
 
 class _CutConnection(Exception):
@@ -533,6 +584,7 @@ class FakeOpenAI:
         *,
         default_reply: ReplyItem | None = None,
         responses_only_models: Iterable[str] = (),
+        no_vision_models: Iterable[str] = (),
         validate: bool = True,
         check_inline_ids: bool = True,
         spec_path: Path = SPEC_PATH,
@@ -541,6 +593,10 @@ class FakeOpenAI:
         self.default_reply: ReplyItem = default_reply if default_reply is not None else Reply(text="ok")
         #: Chat requests for these models get the real "only supported in v1/responses" 404.
         self.responses_only_models: set[str] = set(responses_only_models)
+        #: Requests carrying images for these models get the real "image_url is only supported by certain
+        #: models" 400 (set ``no_vision_error`` to imitate another server's status and text).
+        self.no_vision_models: set[str] = set(no_vision_models)
+        self.no_vision_error: tuple[int, str] = (400, NO_VISION_MESSAGE)
         #: Validate request bodies against the OpenAPI spec.
         self.validate = validate
         #: 404 for an inline item carrying an ``id`` the server never stored.  Note: one
@@ -569,7 +625,7 @@ class FakeOpenAI:
 
     # -- lifecycle ---------------------------------------------------------
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         if self.validate:
             _validators(self.spec_path)  # load the spec now, not inside the first request's timeout
         self._stopping.clear()
@@ -577,8 +633,12 @@ class FakeOpenAI:
         self._server.fake = self
         self.port = self._server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name=f"FakeOpenAI:{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"FakeOpenAI:{self.port}",
+            daemon=True,
+        )
         self._thread.start()
         return self
 
@@ -601,7 +661,7 @@ class FakeOpenAI:
         self._server = None
         self._thread = None
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -614,8 +674,15 @@ class FakeOpenAI:
         with self._lock:
             self._queue.extend(items)
 
-    def enqueue_error(self, status: int, message: str, *, type: str = "invalid_request_error",
-                      code: str | None = None, param: str | None = None) -> None:
+    def enqueue_error(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
         """Queue one JSON error answer ``{"error": {message, type, param, code}}``."""
         self.enqueue(Fault.error(status, message, type=type, code=code, param=param))
 
@@ -654,8 +721,14 @@ class FakeOpenAI:
                 body = json.loads(raw)
             except ValueError:
                 parse_error = True
-        rec = Recorded(method=h.command, path=path, body=body if isinstance(body, dict) else {},
-                       headers=headers, stream=isinstance(body, dict) and body.get("stream") is True, raw=raw)
+        rec = Recorded(
+            method=h.command,
+            path=path,
+            body=body if isinstance(body, dict) else {},
+            headers=headers,
+            stream=isinstance(body, dict) and body.get("stream") is True,
+            raw=raw,
+        )
         with self._lock:
             self.requests.append(rec)
         try:
@@ -680,15 +753,25 @@ class FakeOpenAI:
     def _answer(self, h: _Handler, rec: Recorded, bad_json: bool) -> None:
         endpoint = rec.path
         if rec.method != "POST" or endpoint not in ("/v1/responses", "/v1/chat/completions"):
-            self._send_json(h, rec, 404, _error_body(f"Invalid URL ({rec.method} {rec.path})",
-                                                     "invalid_request_error", None, None))
+            self._send_json(
+                h, rec, 404, _error_body(f"Invalid URL ({rec.method} {rec.path})", "invalid_request_error", None, None)
+            )
             return
         if bad_json:
-            self._send_json(h, rec, 400, _error_body(
-                "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
-                "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid "
-                "JSON. If you have trouble figuring out how to fix this, please contact us through our help center "
-                "at help.openai.com.)", "invalid_request_error", None, None))
+            self._send_json(
+                h,
+                rec,
+                400,
+                _error_body(
+                    "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your "
+                    "HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid "
+                    "JSON. If you have trouble figuring out how to fix this, please contact us through our help center "
+                    "at help.openai.com.)",
+                    "invalid_request_error",
+                    None,
+                    None,
+                ),
+            )
             return
         body = rec.body
         try:
@@ -696,12 +779,16 @@ class FakeOpenAI:
                 self._validate(rec)
             if endpoint == "/v1/chat/completions":
                 if body.get("model") in self.responses_only_models:
-                    raise _ApiError(404, "This model is only supported in v1/responses and not in "
-                                         "v1/chat/completions.", param="model")
+                    raise _ApiError(
+                        404,
+                        "This model is only supported in v1/responses and not in v1/chat/completions.",
+                        param="model",
+                    )
                 self._check_chat_history(body)
                 context: list[_Resolved] = []
             else:
                 context = self._check_responses_history(body)
+            self._check_images(body, chat=endpoint == "/v1/chat/completions")
         except _ApiError as e:
             self._send_json(h, rec, e.status, e.body)
             return
@@ -746,8 +833,9 @@ class FakeOpenAI:
         h.send_header("openai-version", "2020-10-01")
         h.send_header("openai-processing-ms", "1")
 
-    def _send_raw(self, h: _Handler, rec: Recorded, status: int, data: bytes, ctype: str,
-                  extra: dict[str, str] | None = None) -> None:
+    def _send_raw(
+        self, h: _Handler, rec: Recorded, status: int, data: bytes, ctype: str, extra: dict[str, str] | None = None
+    ) -> None:
         rec.status = status
         h.send_response(status)
         h.send_header("content-type", ctype)
@@ -759,8 +847,9 @@ class FakeOpenAI:
         h.wfile.write(data)
         h.wfile.flush()
 
-    def _send_json(self, h: _Handler, rec: Recorded, status: int, obj: Any,
-                   extra: dict[str, str] | None = None) -> None:
+    def _send_json(
+        self, h: _Handler, rec: Recorded, status: int, obj: Any, extra: dict[str, str] | None = None
+    ) -> None:
         self._send_raw(h, rec, status, _json(obj).encode(), "application/json", extra)
 
     def _stream(self, h: _Handler, rec: Recorded, item: Reply | Fault, context: list[_Resolved]) -> None:
@@ -801,7 +890,7 @@ class FakeOpenAI:
                 if fault.kind == "cut":
                     raise _CutConnection()  # no terminating chunk: an incomplete body, like a dropped stream
                 if fault.kind == "malformed":
-                    chunk(b"data: {\"type\": \"response.output_text.delta\", \"delta\": \"oops\n\n")
+                    chunk(b'data: {"type": "response.output_text.delta", "delta": "oops\n\n')
                     break
             chunk(frame.encode())
         if fault is not None and fault.kind == "cut":
@@ -849,8 +938,12 @@ class FakeOpenAI:
         with self._lock:
             if prev_id:
                 if prev_id not in self._contexts:
-                    raise _ApiError(400, f"Previous response with id '{prev_id}' not found.",
-                                    param="previous_response_id", code="previous_response_not_found")
+                    raise _ApiError(
+                        400,
+                        f"Previous response with id '{prev_id}' not found.",
+                        param="previous_response_id",
+                        code="previous_response_not_found",
+                    )
                 context = list(self._contexts[prev_id])
             n_prev = len(context)
 
@@ -867,8 +960,9 @@ class FakeOpenAI:
                     stored = self._items.get(item_id)
                     if stored is None:
                         raise _ApiError(404, f"Item with id '{item_id}' not found.")
-                    context.append(_Resolved(stored.item, stored.item.get("type", "message"), item_id,
-                                             stored.after_reasoning))
+                    context.append(
+                        _Resolved(stored.item, stored.item.get("type", "message"), item_id, stored.after_reasoning)
+                    )
                     continue
                 typ = typ or ("message" if "role" in it else "")
                 if item_id is not None:
@@ -891,23 +985,62 @@ class FakeOpenAI:
                 nxt = context[i + 1] if i + 1 < len(context) else None
                 follows = nxt is not None and (nxt.type in _MODEL_ITEM_TYPES or _is_output_message(nxt))
                 if not follows:
-                    raise _ApiError(400, f"Item '{r.id}' of type 'reasoning' was provided without its "
-                                         "required following item.")
+                    raise _ApiError(
+                        400, f"Item '{r.id}' of type 'reasoning' was provided without its required following item."
+                    )
             if new and r.after_reasoning and r.after_reasoning not in present_ids:
-                raise _ApiError(400, f"Item '{r.id}' of type '{r.type}' was provided without its required "
-                                     f"'reasoning' item: '{r.after_reasoning}'.")
+                raise _ApiError(
+                    400,
+                    f"Item '{r.id}' of type '{r.type}' was provided without its required "
+                    f"'reasoning' item: '{r.after_reasoning}'.",
+                )
             if new and r.type == "function_call_output":
                 call_id = r.item.get("call_id")
                 if not any(p.type == "function_call" and p.item.get("call_id") == call_id for p in context[:i]):
                     raise _ApiError(400, f"No tool call found for function call output with call_id {call_id}.")
             if r.type == "function_call":
                 call_id = r.item.get("call_id")
-                if not any(n.type == "function_call_output" and n.item.get("call_id") == call_id
-                           for n in context[i + 1:]):
+                if not any(
+                    n.type == "function_call_output" and n.item.get("call_id") == call_id for n in context[i + 1 :]
+                ):
                     raise _ApiError(400, f"No tool output found for function call {call_id}.")
         return context
 
     # -- history rules: chat --------------------------------------------------
+
+    def _check_images(self, body: dict[str, Any], *, chat: bool) -> None:
+        """Images as the real API checks them: a data URL must hold a real PNG/JPEG/GIF/WebP, a chat tool
+        message may not carry one (the real 400), and a model without vision refuses any."""
+        found = 0
+        if chat:
+            for i, m in enumerate(body.get("messages") or []):
+                content = m.get("content") if isinstance(m, dict) else None
+                for part in content if isinstance(content, list) else []:
+                    if isinstance(part, dict) and part.get("type") == "image_url":
+                        if m.get("role") != "user":
+                            raise _ApiError(
+                                400,
+                                f"Invalid 'messages[{i}]'. Image URLs are only allowed for messages with role 'user', "
+                                f"but this message with role '{m.get('role')}' contains an image URL.",
+                                param=f"messages[{i}]",
+                                code="invalid_value",
+                            )
+                        _check_data_url((part.get("image_url") or {}).get("url"), f"messages[{i}]")
+                        found += 1
+        else:
+            for i, item in enumerate(body.get("input") or [] if isinstance(body.get("input"), list) else []):
+                parts: list[Any] = []
+                if isinstance(item, dict) and item.get("type") == "function_call_output":
+                    parts = item["output"] if isinstance(item.get("output"), list) else []
+                elif isinstance(item, dict) and isinstance(item.get("content"), list):
+                    parts = item["content"]
+                for part in parts:
+                    if isinstance(part, dict) and part.get("type") == "input_image":
+                        _check_data_url(part.get("image_url"), f"input[{i}]")
+                        found += 1
+        if found and body.get("model") in self.no_vision_models:
+            status, message = self.no_vision_error
+            raise _ApiError(status, message, code="invalid_value" if status == 400 else None)
 
     @staticmethod
     def _check_chat_history(body: dict[str, Any]) -> None:
@@ -922,25 +1055,36 @@ class FakeOpenAI:
             if role == "tool":
                 tcid = m.get("tool_call_id")
                 if tcid not in answerable:
-                    raise _ApiError(400, "Invalid parameter: messages with role 'tool' must be a response to a "
-                                         "preceeding message with 'tool_calls'.",  # sic: the real API's typo
-                                    param=f"messages.[{i}].role")
+                    raise _ApiError(
+                        400,
+                        "Invalid parameter: messages with role 'tool' must be a response to a "
+                        "preceeding message with 'tool_calls'.",  # sic: the real API's typo
+                        param=f"messages.[{i}].role",
+                    )
                 if tcid in pending:
                     pending.remove(tcid)
                 continue
             if pending:
-                raise _ApiError(400, "An assistant message with 'tool_calls' must be followed by tool messages "
-                                     "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                                     f"response messages: {', '.join(pending)}", param=f"messages.[{owner}].role")
+                raise _ApiError(
+                    400,
+                    "An assistant message with 'tool_calls' must be followed by tool messages "
+                    "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                    f"response messages: {', '.join(pending)}",
+                    param=f"messages.[{owner}].role",
+                )
             answerable = set()
             if role == "assistant" and m.get("tool_calls"):
                 pending = [tc.get("id") for tc in m["tool_calls"] if isinstance(tc, dict)]
                 answerable = set(pending)
                 owner = i
         if pending:
-            raise _ApiError(400, "An assistant message with 'tool_calls' must be followed by tool messages "
-                                 "responding to each 'tool_call_id'. The following tool_call_ids did not have "
-                                 f"response messages: {', '.join(pending)}", param=f"messages.[{owner}].role")
+            raise _ApiError(
+                400,
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not have "
+                f"response messages: {', '.join(pending)}",
+                param=f"messages.[{owner}].role",
+            )
 
     # -- building answers: responses ----------------------------------------
 
@@ -957,7 +1101,9 @@ class FakeOpenAI:
             out.append(rs)
         if reply.text or not reply.tool_calls:
             msg: dict[str, Any] = {
-                "id": _hex_id("msg_"), "type": "message", "status": "completed",
+                "id": _hex_id("msg_"),
+                "type": "message",
+                "status": "completed",
                 "content": [{"type": "output_text", "annotations": [], "logprobs": [], "text": reply.text}],
             }
             if reply.phase is not None:
@@ -965,11 +1111,16 @@ class FakeOpenAI:
             msg["role"] = "assistant"
             out.append(msg)
         for call in reply.tool_calls:
-            out.append({
-                "id": _hex_id("fc_"), "type": "function_call", "status": "completed",
-                "arguments": call.arguments_json(), "call_id": call.call_id or "call_" + _alnum(24),
-                "name": call.name,
-            })
+            out.append(
+                {
+                    "id": _hex_id("fc_"),
+                    "type": "function_call",
+                    "status": "completed",
+                    "arguments": call.arguments_json(),
+                    "call_id": call.call_id or "call_" + _alnum(24),
+                    "name": call.name,
+                }
+            )
         return out
 
     def _usage(self, rec: Recorded, reply: Reply) -> tuple[int, int, int]:
@@ -991,33 +1142,69 @@ class FakeOpenAI:
             tools.append(t)
         reasoning = body.get("reasoning") or {}
         return {
-            "id": resp_id, "object": "response", "created_at": created, "status": "in_progress",
-            "background": False, "completed_at": None, "error": None, "frequency_penalty": 0.0,
-            "incomplete_details": None, "instructions": body.get("instructions"),
-            "max_output_tokens": body.get("max_output_tokens"), "max_tool_calls": body.get("max_tool_calls"),
-            "model": reply.model or body.get("model") or "gpt-fake", "moderation": None, "output": [],
-            "parallel_tool_calls": body.get("parallel_tool_calls", True), "presence_penalty": 0.0,
+            "id": resp_id,
+            "object": "response",
+            "created_at": created,
+            "status": "in_progress",
+            "background": False,
+            "completed_at": None,
+            "error": None,
+            "frequency_penalty": 0.0,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "max_tool_calls": body.get("max_tool_calls"),
+            "model": reply.model or body.get("model") or "gpt-fake",
+            "moderation": None,
+            "output": [],
+            "parallel_tool_calls": body.get("parallel_tool_calls", True),
+            "presence_penalty": 0.0,
             "previous_response_id": body.get("previous_response_id"),
-            "prompt_cache_key": body.get("prompt_cache_key"), "prompt_cache_retention": None,
+            "prompt_cache_key": body.get("prompt_cache_key"),
+            "prompt_cache_retention": None,
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
-            "safety_identifier": body.get("safety_identifier"), "service_tier": "auto",
+            "safety_identifier": body.get("safety_identifier"),
+            "service_tier": "auto",
             "store": body.get("store") is not False,
             "temperature": body.get("temperature", 1.0),
             "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
-            "tool_choice": body.get("tool_choice", "auto"), "tools": tools, "top_logprobs": 0,
-            "top_p": body.get("top_p", 1.0), "truncation": body.get("truncation") or "disabled",
-            "usage": None, "user": None, "metadata": body.get("metadata") or {},
+            "tool_choice": body.get("tool_choice", "auto"),
+            "tools": tools,
+            "top_logprobs": 0,
+            "top_p": body.get("top_p", 1.0),
+            "truncation": body.get("truncation") or "disabled",
+            "usage": None,
+            "user": None,
+            "metadata": body.get("metadata") or {},
         }
 
-    def _complete(self, rec: Recorded, reply: Reply, shell: dict[str, Any], output: list[dict[str, Any]],
-                  context: list[_Resolved], *, store: bool) -> dict[str, Any]:
+    def _complete(
+        self,
+        rec: Recorded,
+        reply: Reply,
+        shell: dict[str, Any],
+        output: list[dict[str, Any]],
+        context: list[_Resolved],
+        *,
+        store: bool,
+    ) -> dict[str, Any]:
         resp = copy.deepcopy(shell)
         inp, out, reasoning = self._usage(rec, reply)
-        resp.update({
-            "status": "completed", "completed_at": int(time.time()), "output": output, "service_tier": "default",
-            "usage": {"input_tokens": inp, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": out,
-                      "output_tokens_details": {"reasoning_tokens": reasoning}, "total_tokens": inp + out},
-        })
+        resp.update(
+            {
+                "status": "completed",
+                "completed_at": int(time.time()),
+                "output": output,
+                "service_tier": "default",
+                "usage": {
+                    "input_tokens": inp,
+                    "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": out,
+                    "output_tokens_details": {"reasoning_tokens": reasoning},
+                    "total_tokens": inp + out,
+                },
+            }
+        )
         if store and rec.body.get("store") is not False:
             self._remember(resp["id"], output, context)
         return resp
@@ -1040,8 +1227,7 @@ class FakeOpenAI:
         shell = self._response_shell(rec, reply, _hex_id("resp_"), int(time.time()))
         return self._complete(rec, reply, shell, self._output_items(rec, reply), context, store=True)
 
-    def _response_events(self, rec: Recorded, reply: Reply, context: list[_Resolved], *,
-                         store: bool) -> Iterator[str]:
+    def _response_events(self, rec: Recorded, reply: Reply, context: list[_Resolved], *, store: bool) -> Iterator[str]:
         """The real SSE sequence (see llm/test_responses_tool_use_streaming.yaml and
         vercel-ai/responses/openai-reasoning-encrypted-content.1.chunks.txt)."""
         shell = self._response_shell(rec, reply, _hex_id("resp_"), int(time.time()))
@@ -1064,8 +1250,9 @@ class FakeOpenAI:
                 yield ev("response.output_item.added", item=added, output_index=idx)
                 for si, part in enumerate(item["summary"]):
                     common = {"item_id": iid, "output_index": idx, "summary_index": si}
-                    yield ev("response.reasoning_summary_part.added", **common,
-                             part={"type": "summary_text", "text": ""})
+                    yield ev(
+                        "response.reasoning_summary_part.added", **common, part={"type": "summary_text", "text": ""}
+                    )
                     for d in _text_deltas(part["text"]):
                         yield ev("response.reasoning_summary_text.delta", **common, delta=d)
                     yield ev("response.reasoning_summary_text.done", **common, text=part["text"])
@@ -1081,12 +1268,14 @@ class FakeOpenAI:
                     yield ev("response.output_text.done", **common, logprobs=[], text=part["text"])
                     yield ev("response.content_part.done", **common, part=part)
             else:  # function_call
-                yield ev("response.output_item.added", item=dict(item, status="in_progress", arguments=""),
-                         output_index=idx)
+                yield ev(
+                    "response.output_item.added", item=dict(item, status="in_progress", arguments=""), output_index=idx
+                )
                 for d in _arg_deltas(item["arguments"]):
                     yield ev("response.function_call_arguments.delta", delta=d, item_id=iid, output_index=idx)
-                yield ev("response.function_call_arguments.done", arguments=item["arguments"], item_id=iid,
-                         output_index=idx)
+                yield ev(
+                    "response.function_call_arguments.done", arguments=item["arguments"], item_id=iid, output_index=idx
+                )
             yield ev("response.output_item.done", item=item, output_index=idx)
         # Stored only once the stream completes (a cut stream leaves nothing to reference).
         yield ev("response.completed", response=self._complete(rec, reply, shell, output, context, store=store))
@@ -1096,43 +1285,69 @@ class FakeOpenAI:
     def _chat_usage(self, rec: Recorded, reply: Reply) -> dict[str, Any]:
         inp, out, _ = self._usage(rec, Reply(text=reply.text, tool_calls=reply.tool_calls, usage=reply.usage))
         return {
-            "prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out,
+            "prompt_tokens": inp,
+            "completion_tokens": out,
+            "total_tokens": inp + out,
             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+            "completion_tokens_details": {
+                "reasoning_tokens": 0,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
         }
 
     @staticmethod
     def _chat_calls(reply: Reply) -> list[dict[str, Any]]:
-        return [{"id": c.call_id or "call_" + _alnum(24), "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments_json()}} for c in reply.tool_calls]
+        return [
+            {
+                "id": c.call_id or "call_" + _alnum(24),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments_json()},
+            }
+            for c in reply.tool_calls
+        ]
 
     def _build_chat(self, rec: Recorded, reply: Reply) -> dict[str, Any]:
         calls = self._chat_calls(reply)
-        message: dict[str, Any] = {"role": "assistant", "content": reply.text if (reply.text or not calls) else None,
-                                   "refusal": None, "annotations": []}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": reply.text if (reply.text or not calls) else None,
+            "refusal": None,
+            "annotations": [],
+        }
         if calls:
             message["tool_calls"] = calls
         return {
-            "id": "chatcmpl-" + _alnum(29), "object": "chat.completion", "created": int(time.time()),
+            "id": "chatcmpl-" + _alnum(29),
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": reply.model or rec.body.get("model") or "gpt-fake",
-            "choices": [{"index": 0, "message": message, "logprobs": None,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": self._chat_usage(rec, reply), "service_tier": "default",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": "tool_calls" if calls else "stop"}
+            ],
+            "usage": self._chat_usage(rec, reply),
+            "service_tier": "default",
             "system_fingerprint": "fp_" + secrets.token_hex(5),
         }
 
     def _chat_chunks(self, rec: Recorded, reply: Reply) -> Iterator[str]:
         """Chunks as in pydantic-ai/test_openai/test_run_stream_sync_streams_real_model.yaml."""
         include_usage = bool((rec.body.get("stream_options") or {}).get("include_usage"))
-        base = {"id": "chatcmpl-" + _alnum(29), "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": reply.model or rec.body.get("model") or "gpt-fake", "service_tier": "default",
-                "system_fingerprint": "fp_" + secrets.token_hex(5)}
+        base = {
+            "id": "chatcmpl-" + _alnum(29),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": reply.model or rec.body.get("model") or "gpt-fake",
+            "service_tier": "default",
+            "system_fingerprint": "fp_" + secrets.token_hex(5),
+        }
         calls = self._chat_calls(reply)
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-            c: dict[str, Any] = dict(base, choices=[{"index": 0, "delta": delta, "logprobs": None,
-                                                     "finish_reason": finish}])
+            c: dict[str, Any] = dict(
+                base, choices=[{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+            )
             if include_usage:
                 c["usage"] = None
             return f"data: {_json(c)}\n\n"
@@ -1142,12 +1357,21 @@ class FakeOpenAI:
             for d in _text_deltas(reply.text):
                 yield chunk({"content": d})
         for i, call in enumerate(calls):
-            yield chunk({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
-                                         "function": {"name": call["function"]["name"], "arguments": ""}}]})
+            yield chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["function"]["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
             for d in _arg_deltas(call["function"]["arguments"]):
                 yield chunk({"tool_calls": [{"index": i, "function": {"arguments": d}}]})
         yield chunk({}, "tool_calls" if calls else "stop")
         if include_usage:
             yield f"data: {_json(dict(base, choices=[], usage=self._chat_usage(rec, reply)))}\n\n"
         yield "data: [DONE]\n\n"
-

@@ -4,6 +4,8 @@ one notice for an unpriced model."""
 from __future__ import annotations
 
 from fakeopenai import Call, Reply
+from test_notebook_e2e import outputs_text, run_notebook
+
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import Notice, TurnEnd, Usage
@@ -12,33 +14,45 @@ from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions, budget_message
-from test_notebook_e2e import outputs_text, run_notebook
 
 KEY = "sk-test-budget-0000"
-TOOLS = {"add": Tool("add", "Add.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}),
-                     lambda a, c: str(a["a"] + a["b"]))}
+TOOLS = {
+    "add": Tool(
+        "add", "Add.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), lambda a, c: str(a["a"] + a["b"])
+    )
+}
 BIG = (100_000, 10_000)  # gpt-4o: 0.25 + 0.10 = $0.35 per step
 
 
 def make_turn(fake, tmp_path, budget, session=None, model="gpt-4o"):
     provider = Provider(ProviderSettings(model=model, base_url=fake.base_url, max_retries=0, timeout_s=10.0))
     events: list = []
-    turn = Turn(session or Session(), provider, TOOLS, ToolContext(root=tmp_path), lambda: "test",
-                TurnOptions(approval="auto", budget_usd=budget), on_event=events.append)
+    turn = Turn(
+        session or Session(),
+        provider,
+        TOOLS,
+        ToolContext(root=tmp_path),
+        lambda: "test",
+        TurnOptions(approval="auto", budget_usd=budget),
+        on_event=events.append,
+    )
     return turn, events
 
 
 def test_budget_message_wording():
-    assert budget_message(0.35, 0.5) == ("budget reached: $0.3500 of $0.50 spent — raise it with "
-                                         "%config Shiro.budget_usd = 1")
+    assert budget_message(0.35, 0.5) == (
+        "budget reached: $0.3500 of $0.50 spent — raise it with %config Shiro.budget_usd = 1"
+    )
     assert budget_message(0.0123, 0.002).endswith("of $0.002 spent — raise it with %config Shiro.budget_usd = 0.004")
 
 
 def test_a_step_that_would_pass_the_budget_is_not_sent(monkeypatch, fake_openai, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    fake_openai.enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2})], usage=BIG),
-                        Reply(tool_calls=[Call("add", {"a": 3, "b": 4})], usage=BIG),
-                        Reply(text="never sent"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("add", {"a": 1, "b": 2})], usage=BIG),
+        Reply(tool_calls=[Call("add", {"a": 3, "b": 4})], usage=BIG),
+        Reply(text="never sent"),
+    )
     # 0.35 spent after step 1; step 2 would bring it to ~0.70 > 0.60
     turn, events = make_turn(fake_openai, tmp_path, 0.60)
     end = turn.run("add")
@@ -86,19 +100,27 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     assert agent2.ask("hi", on_event=seen.append).reason == "answered"
     assert agent2.ask("again", on_event=seen.append).reason == "answered"  # not blocked
     unpriced = [e.text for e in seen if isinstance(e, Notice)]
-    assert unpriced == ["Shiro.budget_usd is $0.50, but my-local-model has no known price, so the budget "
-                        "cannot be checked; turns are not stopped by it"]
+    assert unpriced == [
+        "Shiro.budget_usd is $0.50, but my-local-model has no known price, so the budget "
+        "cannot be checked; turns are not stopped by it"
+    ]
     assert "$0.50 budget not checked (no price for my-local-model)" in agent2.footer()
 
 
 def test_notebook_budget_stops_the_turn(fake_openai, tmp_path):
-    fake_openai.enqueue(Reply(text="Looking.", tool_calls=[Call("python", {"code": "1 + 1"})], usage=BIG),
-                        Reply(text="never sent", usage=BIG))
+    fake_openai.enqueue(
+        Reply(text="Looking.", tool_calls=[Call("python", {"code": "1 + 1"})], usage=BIG),
+        Reply(text="never sent", usage=BIG),
+    )
     path = tmp_path / "b.ipynb"
-    nb = run_notebook(path, ["%load_ext shiro_kernel\n%config Shiro.budget_usd = 0.1\n"
-                             "%config Shiro.approval = 'auto'",
-                             "%shiro --wait compute something"],
-                      {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o"})
+    nb = run_notebook(
+        path,
+        [
+            "%load_ext shiro_kernel\n%config Shiro.budget_usd = 0.1\n%config Shiro.approval = 'auto'",
+            "%shiro --wait compute something",
+        ],
+        {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o"},
+    )
     shown = outputs_text(nb.cells[1])
     assert len(fake_openai.requests) == 1
     assert "budget reached: $0.3500 of $0.10 spent — raise it with %config Shiro.budget_usd = 0.2" in shown

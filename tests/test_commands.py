@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from IPython.utils.capture import capture_output
-
 from fakeopenai import Call, Reply
+from IPython.utils.capture import capture_output
 
 
 @pytest.fixture
@@ -24,7 +23,7 @@ def agent(shell):
 
 
 def test_todos_sessions_save_resume_clear(shell, fake_openai):
-    assert run(shell, "%shiro /todos") .strip() == "no tasks"
+    assert run(shell, "%shiro /todos").strip() == "no tasks"
     assert run(shell, "%shiro /sessions").strip() == "no saved sessions"
     assert run(shell, "%shiro /save").strip() == "nothing to save yet: the session has no messages"
     fake_openai.enqueue(
@@ -81,9 +80,15 @@ def test_history_cost_help_and_unknown(shell, fake_openai):
 def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
     assert run(shell, "%shiro /notes").strip() == "nothing remembered about this project yet"
     fake_openai.enqueue(
-        Reply(tool_calls=[Call("remember", {"kind": "command", "text": "tests run with pytest -q"}),
-                          Call("memory_write", {"scope": "project", "name": "style", "content": "use polars",
-                                                "description": "house style"})]),
+        Reply(
+            tool_calls=[
+                Call("remember", {"kind": "command", "text": "tests run with pytest -q"}),
+                Call(
+                    "memory_write",
+                    {"scope": "project", "name": "style", "content": "use polars", "description": "house style"},
+                ),
+            ]
+        ),
         Reply(text="noted"),
     )
     run(shell, "%shiro remember how tests run")
@@ -97,8 +102,9 @@ def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
     assert "**style**" not in fake_openai.requests[-1].body["instructions"]
     run(shell, "%shiro and now?")  # --no-memory holds for the session, slash commands included
     assert "Project memories" not in fake_openai.requests[-1].body["instructions"]
-    assert run(shell, "%shiro /notes").strip() == ("memory is disabled (--no-memory)\n"
-                                                   "turn it back on with %shiro --memory")
+    assert run(shell, "%shiro /notes").strip() == (
+        "memory is disabled (--no-memory)\nturn it back on with %shiro --memory"
+    )
     assert "memory is on" in run(shell, "%shiro --memory")
 
     out = run(shell, "%shiro --mute style,ghost")
@@ -131,9 +137,13 @@ def test_the_validator_repairs_a_resumed_history_once(shell, fake_openai):
     from shiro_kernel.store.sessions import SessionStore
     from shiro_kernel.transcript import Message, TextPart, ToolResultPart
 
-    broken = Session(messages=[Message.user("old work"),
-                               Message("tool", [ToolResultPart("call_gone", "python", "1")]),
-                               Message("assistant", [TextPart("ok")])])
+    broken = Session(
+        messages=[
+            Message.user("old work"),
+            Message("tool", [ToolResultPart("call_gone", "python", "1")]),
+            Message("assistant", [TextPart("ok")]),
+        ]
+    )
     SessionStore().save(broken, model="gpt-4o-mini")
     out = run(shell, f"%shiro -r {broken.id}")
     assert "repaired the resumed history: dropped a tool result whose call is missing (python, call_gone)" in out

@@ -9,14 +9,26 @@ from typing import Any
 
 import openai
 import pytest
+from fakeopenai import Call, FakeOpenAI, Fault, Recorded, Reply
 
-from fakeopenai import Call, Fault, FakeOpenAI, Recorded, Reply
-
-TOOLS_R = [{"type": "function", "name": "add", "description": "Add two numbers.",
-            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                           "required": ["a", "b"]}}]
-TOOLS_C = [{"type": "function", "function": {"name": "add", "description": "Add two numbers.",
-                                             "parameters": TOOLS_R[0]["parameters"]}}]
+TOOLS_R = [
+    {
+        "type": "function",
+        "name": "add",
+        "description": "Add two numbers.",
+        "parameters": {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"],
+        },
+    }
+]
+TOOLS_C = [
+    {
+        "type": "function",
+        "function": {"name": "add", "description": "Add two numbers.", "parameters": TOOLS_R[0]["parameters"]},
+    }
+]
 LONG = "The quick brown fox jumps over the extraordinarily lazy dog."
 
 
@@ -75,9 +87,15 @@ def test_responses_text_streaming(fake_openai: FakeOpenAI, client: openai.OpenAI
     deltas = [e.delta for e in events if e.type == "response.output_text.delta"]
     assert len(deltas) > 3 and "".join(deltas) == LONG
     assert [t for t in types if "delta" not in t] == [
-        "response.created", "response.in_progress", "response.output_item.added", "response.content_part.added",
-        "response.output_text.done", "response.content_part.done", "response.output_item.done",
-        "response.completed"]
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert events[-1].response.output_text == LONG  # type: ignore[union-attr]
     assert fake_openai.last_request.stream and fake_openai.last_request.status == 200
@@ -97,9 +115,14 @@ def test_chat_text_both_modes(fake_openai: FakeOpenAI, client: openai.OpenAI) ->
     assert c.usage is not None and (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.total_tokens) == (7, 2, 9)
 
     fake_openai.enqueue(Reply(text=LONG))
-    chunks = list(client.chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True,
-        stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert chunks[0].choices[0].delta.role == "assistant"
     text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
     assert text == LONG and sum(1 for ch in chunks if ch.choices and ch.choices[0].delta.content) > 3
@@ -107,8 +130,9 @@ def test_chat_text_both_modes(fake_openai: FakeOpenAI, client: openai.OpenAI) ->
     assert chunks[-1].choices == [] and chunks[-1].usage is not None  # the include_usage chunk
 
     fake_openai.enqueue(Reply(text="no usage"))
-    chunks = list(client.chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True))
+    chunks = list(
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True)
+    )
     assert all(ch.choices for ch in chunks) and chunks[-1].choices[0].finish_reason == "stop"
 
 
@@ -130,19 +154,36 @@ def test_responses_parallel_tool_calls_and_round_trip(fake_openai: FakeOpenAI, c
 
     # Replaying the stored items (with their ids) plus the outputs is valid.
     fake_openai.enqueue(Reply(text="3 and 34"))
-    inputs = [{"role": "user", "content": "add things"}, *dump(final.output),
-              *({"type": "function_call_output", "call_id": c.call_id, "output": str(sum(json.loads(c.arguments).values()))}
-                for c in calls)]
+    inputs = [
+        {"role": "user", "content": "add things"},
+        *dump(final.output),
+        *(
+            {"type": "function_call_output", "call_id": c.call_id, "output": str(sum(json.loads(c.arguments).values()))}
+            for c in calls
+        ),
+    ]
     r = client.responses.create(model="gpt-5", input=inputs, tools=TOOLS_R)  # type: ignore[arg-type]
     assert r.output_text == "3 and 34"
 
 
 def test_chat_parallel_tool_calls_streamed_and_round_trip(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
-    fake_openai.enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2}, call_id="call_one"),
-                                          Call("add", '{"a": 5, "b": oops', call_id="call_two")]))
-    chunks = list(client.chat.completions.create(
-        model="gpt-4o-mini", messages=[{"role": "user", "content": "add"}], tools=TOOLS_C,  # type: ignore[arg-type]
-        stream=True, stream_options={"include_usage": True}))
+    fake_openai.enqueue(
+        Reply(
+            tool_calls=[
+                Call("add", {"a": 1, "b": 2}, call_id="call_one"),
+                Call("add", '{"a": 5, "b": oops', call_id="call_two"),
+            ]
+        )
+    )
+    chunks = list(
+        client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "add"}],
+            tools=TOOLS_C,  # type: ignore[arg-type]
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     acc: dict[int, dict[str, str]] = {}
     pieces = 0
     for ch in chunks:
@@ -166,9 +207,14 @@ def test_chat_parallel_tool_calls_streamed_and_round_trip(fake_openai: FakeOpenA
     assert msg.tool_calls and msg.tool_calls[0].type == "function" and msg.tool_calls[0].id.startswith("call_")
 
     fake_openai.enqueue(Reply(text="2"))
-    c = client.chat.completions.create(model="gpt-4o-mini", messages=[
-        {"role": "user", "content": "add"}, msg.model_dump(exclude_none=True),  # type: ignore[list-item]
-        {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "2"}])
+    c = client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[
+            {"role": "user", "content": "add"},
+            msg.model_dump(exclude_none=True),  # type: ignore[list-item]
+            {"role": "tool", "tool_call_id": msg.tool_calls[0].id, "content": "2"},
+        ],
+    )
     assert c.choices[0].message.content == "2"
 
 
@@ -179,9 +225,15 @@ def test_callable_reply_sees_the_request(fake_openai: FakeOpenAI, client: openai
 
     fake_openai.enqueue(Reply(tool_calls=[Call("add", {"a": 2, "b": 2}, call_id="call_x")]), answer)
     r1 = client.responses.create(model="gpt-5", input="2+2?", tools=TOOLS_R)  # type: ignore[arg-type]
-    r2 = client.responses.create(model="gpt-5", tools=TOOLS_R, input=[  # type: ignore[arg-type]
-        {"role": "user", "content": "2+2?"}, *dump(r1.output),
-        {"type": "function_call_output", "call_id": "call_x", "output": "4"}])
+    r2 = client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        input=[  # type: ignore[arg-type]
+            {"role": "user", "content": "2+2?"},
+            *dump(r1.output),
+            {"type": "function_call_output", "call_id": "call_x", "output": "4"},
+        ],
+    )
     assert r2.output_text == "the tool said 4"
 
 
@@ -190,8 +242,13 @@ def test_callable_reply_sees_the_request(fake_openai: FakeOpenAI, client: openai
 
 def test_reasoning_encrypted_content_and_stateless_round_trip(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
     fake_openai.enqueue(Reply(reasoning="Need the add tool.", tool_calls=[Call("add", {"a": 1, "b": 2})]))
-    r = client.responses.create(model="gpt-5", input="1+2", tools=TOOLS_R, store=False,  # type: ignore[arg-type]
-                                include=["reasoning.encrypted_content"])
+    r = client.responses.create(
+        model="gpt-5",
+        input="1+2",
+        tools=TOOLS_R,
+        store=False,  # type: ignore[arg-type]
+        include=["reasoning.encrypted_content"],
+    )
     rs, fc = r.output
     assert rs.type == "reasoning" and rs.id.startswith("rs_") and rs.encrypted_content
     assert rs.summary[0].text == "Need the add tool."
@@ -200,12 +257,18 @@ def test_reasoning_encrypted_content_and_stateless_round_trip(fake_openai: FakeO
     # What real stateless clients replay (llm cassette): {type, id, encrypted_content, summary} and the
     # function_call without its id.  Accepted with store=false.
     fake_openai.enqueue(Reply(text="3"))
-    r2 = client.responses.create(model="gpt-5", tools=TOOLS_R, store=False,  # type: ignore[arg-type]
-                                 include=["reasoning.encrypted_content"], input=[
-        {"role": "user", "content": "1+2"},
-        {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},
-        {"type": "function_call", "call_id": fc.call_id, "name": "add", "arguments": fc.arguments},
-        {"type": "function_call_output", "call_id": fc.call_id, "output": "3"}])
+    r2 = client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        store=False,  # type: ignore[arg-type]
+        include=["reasoning.encrypted_content"],
+        input=[
+            {"role": "user", "content": "1+2"},
+            {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},
+            {"type": "function_call", "call_id": fc.call_id, "name": "add", "arguments": fc.arguments},
+            {"type": "function_call_output", "call_id": fc.call_id, "output": "3"},
+        ],
+    )
     assert r2.output_text == "3"
 
     # Without `include` there is no encrypted_content.
@@ -216,13 +279,17 @@ def test_reasoning_encrypted_content_and_stateless_round_trip(fake_openai: FakeO
 
 def test_reasoning_summary_streaming_events(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
     fake_openai.enqueue(Reply(reasoning="Thinking about the extraordinarily tricky question.", text="done"))
-    events = list(client.responses.create(model="gpt-5", input="q", stream=True,
-                                          include=["reasoning.encrypted_content"]))
+    events = list(
+        client.responses.create(model="gpt-5", input="q", stream=True, include=["reasoning.encrypted_content"])
+    )
     types = [e.type for e in events]
-    assert types[2:5] == ["response.output_item.added", "response.reasoning_summary_part.added",
-                          "response.reasoning_summary_text.delta"]
+    assert types[2:5] == [
+        "response.output_item.added",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+    ]
     i = types.index("response.reasoning_summary_text.done")
-    assert types[i + 1:i + 3] == ["response.reasoning_summary_part.done", "response.output_item.done"]
+    assert types[i + 1 : i + 3] == ["response.reasoning_summary_part.done", "response.output_item.done"]
     summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
     assert summary == "Thinking about the extraordinarily tricky question."
     done = [e.item for e in events if e.type == "response.output_item.done"]
@@ -246,11 +313,21 @@ def err(e: openai.APIStatusError) -> dict[str, Any]:
 
 def test_function_call_output_without_call(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
     fake_openai.enqueue(Reply(text="kept for later"))
-    e = bad(client, 400, input=[{"role": "user", "content": "x"},
-                                {"type": "function_call_output", "call_id": "call_nope", "output": "1"}])
+    e = bad(
+        client,
+        400,
+        input=[
+            {"role": "user", "content": "x"},
+            {"type": "function_call_output", "call_id": "call_nope", "output": "1"},
+        ],
+    )
     assert isinstance(e, openai.BadRequestError)
-    assert err(e) == {"message": "No tool call found for function call output with call_id call_nope.",
-                      "type": "invalid_request_error", "param": "input", "code": None}
+    assert err(e) == {
+        "message": "No tool call found for function call output with call_id call_nope.",
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": None,
+    }
     # The rejected request did not consume the scripted reply.
     assert fake_openai.pending == 1
     assert client.responses.create(model="gpt-5", input="x").output_text == "kept for later"
@@ -258,33 +335,71 @@ def test_function_call_output_without_call(fake_openai: FakeOpenAI, client: open
 
 
 def test_function_call_without_output(client: openai.OpenAI) -> None:
-    e = bad(client, 400, input=[{"role": "user", "content": "x"},
-                                {"type": "function_call", "call_id": "call_a", "name": "add", "arguments": "{}"}])
+    e = bad(
+        client,
+        400,
+        input=[
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "call_id": "call_a", "name": "add", "arguments": "{}"},
+        ],
+    )
     assert e.message.endswith("No tool output found for function call call_a.")
     assert err(e)["message"] == "No tool output found for function call call_a."
 
 
 def test_stored_items_need_their_reasoning(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
-    fake_openai.enqueue(Reply(reasoning="r", text="commentary", phase="commentary",
-                              tool_calls=[Call("add", {"a": 1, "b": 1}, call_id="call_r")]))
+    fake_openai.enqueue(
+        Reply(
+            reasoning="r",
+            text="commentary",
+            phase="commentary",
+            tool_calls=[Call("add", {"a": 1, "b": 1}, call_id="call_r")],
+        )
+    )
     r = client.responses.create(model="gpt-5", input="q", tools=TOOLS_R)  # type: ignore[arg-type]
     rs, msg, fc = r.output
     out = {"type": "function_call_output", "call_id": "call_r", "output": "2"}
     user = {"role": "user", "content": "q"}
 
-    e = bad(client, 400, tools=TOOLS_R, input=[user, msg.model_dump(exclude_none=True),
-                                               fc.model_dump(exclude_none=True), out])
-    assert err(e)["message"] == (f"Item '{msg.id}' of type 'message' was provided without its required "
-                                 f"'reasoning' item: '{rs.id}'.")
+    e = bad(
+        client,
+        400,
+        tools=TOOLS_R,
+        input=[user, msg.model_dump(exclude_none=True), fc.model_dump(exclude_none=True), out],
+    )
+    assert err(e)["message"] == (
+        f"Item '{msg.id}' of type 'message' was provided without its required 'reasoning' item: '{rs.id}'."
+    )
     e = bad(client, 400, tools=TOOLS_R, input=[user, {"type": "item_reference", "id": fc.id}, out])
-    assert err(e)["message"] == (f"Item '{fc.id}' of type 'function_call' was provided without its required "
-                                 f"'reasoning' item: '{rs.id}'.")
+    assert err(e)["message"] == (
+        f"Item '{fc.id}' of type 'function_call' was provided without its required 'reasoning' item: '{rs.id}'."
+    )
     # With the reasoning (inline or by reference) it is fine.
     fake_openai.enqueue(Reply(text="2"), Reply(text="2 again"))
-    assert client.responses.create(model="gpt-5", tools=TOOLS_R, input=[  # type: ignore[arg-type]
-        user, *dump(r.output), out]).output_text == "2"
-    assert client.responses.create(model="gpt-5", tools=TOOLS_R, input=[  # type: ignore[arg-type]
-        user, *({"type": "item_reference", "id": i.id} for i in r.output), out]).output_text == "2 again"
+    assert (
+        client.responses.create(
+            model="gpt-5",
+            tools=TOOLS_R,
+            input=[  # type: ignore[arg-type]
+                user,
+                *dump(r.output),
+                out,
+            ],
+        ).output_text
+        == "2"
+    )
+    assert (
+        client.responses.create(
+            model="gpt-5",
+            tools=TOOLS_R,
+            input=[  # type: ignore[arg-type]
+                user,
+                *({"type": "item_reference", "id": i.id} for i in r.output),
+                out,
+            ],
+        ).output_text
+        == "2 again"
+    )
 
 
 def test_reasoning_needs_a_following_item(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
@@ -293,13 +408,22 @@ def test_reasoning_needs_a_following_item(fake_openai: FakeOpenAI, client: opena
     rs = r.output[0]
     # As recorded (pydantic-ai ..._thinking_with_modified_history.yaml): an assistant
     # message without id after the reasoning item does not count as its following item.
-    e = bad(client, 400, input=[
-        {"role": "user", "content": "meaning?"},
-        {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},  # type: ignore[union-attr]
-        {"role": "assistant", "content": "The meaning of life is 42"},
-        {"role": "user", "content": "Anything to add?"}])
-    assert err(e) == {"message": f"Item '{rs.id}' of type 'reasoning' was provided without its required "
-                                 "following item.", "type": "invalid_request_error", "param": "input", "code": None}
+    e = bad(
+        client,
+        400,
+        input=[
+            {"role": "user", "content": "meaning?"},
+            {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},  # type: ignore[union-attr]
+            {"role": "assistant", "content": "The meaning of life is 42"},
+            {"role": "user", "content": "Anything to add?"},
+        ],
+    )
+    assert err(e) == {
+        "message": f"Item '{rs.id}' of type 'reasoning' was provided without its required following item.",
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": None,
+    }
     e = bad(client, 400, input=[{"role": "user", "content": "q"}, {"type": "item_reference", "id": rs.id}])
     assert "without its required following item" in err(e)["message"]
 
@@ -308,11 +432,17 @@ def test_reasoning_needs_a_following_item(fake_openai: FakeOpenAI, client: opena
     fake_openai.enqueue(Reply(reasoning="r", text="42"), Reply(text="nothing to add"))
     r = client.responses.create(model="gpt-5", input="meaning?", store=False, include=["reasoning.encrypted_content"])
     rs, msg = r.output
-    r2 = client.responses.create(model="gpt-5", store=False, include=["reasoning.encrypted_content"], input=[
-        {"role": "user", "content": "meaning?"},
-        {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},  # type: ignore[union-attr]
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "42"}]},
-        {"role": "user", "content": "Anything to add?"}])
+    r2 = client.responses.create(
+        model="gpt-5",
+        store=False,
+        include=["reasoning.encrypted_content"],
+        input=[
+            {"role": "user", "content": "meaning?"},
+            {"type": "reasoning", "id": rs.id, "encrypted_content": rs.encrypted_content, "summary": []},  # type: ignore[union-attr]
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "42"}]},
+            {"role": "user", "content": "Anything to add?"},
+        ],
+    )
     assert r2.output_text == "nothing to add"
 
 
@@ -320,13 +450,21 @@ def test_unknown_ids_and_store_false(fake_openai: FakeOpenAI, client: openai.Ope
     e = bad(client, 404, input=[{"type": "item_reference", "id": "msg_never"}])
     assert isinstance(e, openai.NotFoundError)
     assert err(e)["message"] == "Item with id 'msg_never' not found."
-    e = bad(client, 404, input=[{"role": "user", "content": "x"}, {
-        "type": "function_call", "id": "fc_never", "call_id": "c", "name": "add", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c", "output": "1"}])
+    e = bad(
+        client,
+        404,
+        input=[
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "id": "fc_never", "call_id": "c", "name": "add", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "1"},
+        ],
+    )
     assert err(e)["message"] == "Item with id 'fc_never' not found."
 
-    store_false = ("Item with id '{}' not found. Items are not persisted when `store` is set to false. "
-                   "Try again with `store` set to true, or remove this item from your input.")
+    store_false = (
+        "Item with id '{}' not found. Items are not persisted when `store` is set to false. "
+        "Try again with `store` set to true, or remove this item from your input."
+    )
     fake_openai.enqueue(Reply(reasoning="r", tool_calls=[Call("add", {"a": 1, "b": 1}, call_id="call_s")]))
     r = client.responses.create(model="gpt-5", input="q", tools=TOOLS_R, store=False)  # type: ignore[arg-type]
     rs, fc = r.output
@@ -334,13 +472,30 @@ def test_unknown_ids_and_store_false(fake_openai: FakeOpenAI, client: openai.Ope
     e = bad(client, 404, store=False, input=[{"type": "item_reference", "id": rs.id}])
     assert err(e)["message"] == store_false.format(rs.id)
     # A reasoning item without encrypted_content cannot be replayed statelessly.
-    e = bad(client, 404, store=False, tools=TOOLS_R, input=[
-        {"role": "user", "content": "q"}, {"type": "reasoning", "id": rs.id, "summary": []},
-        fc.model_dump(exclude_none=True), {"type": "function_call_output", "call_id": "call_s", "output": "2"}])
+    e = bad(
+        client,
+        404,
+        store=False,
+        tools=TOOLS_R,
+        input=[
+            {"role": "user", "content": "q"},
+            {"type": "reasoning", "id": rs.id, "summary": []},
+            fc.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": "call_s", "output": "2"},
+        ],
+    )
     assert err(e)["message"] == store_false.format(rs.id)
-    e = bad(client, 404, store=False, tools=TOOLS_R, input=[
-        {"role": "user", "content": "q"}, fc.model_dump(exclude_none=True),
-        {"type": "function_call_output", "call_id": "call_s", "output": "2"}])
+    e = bad(
+        client,
+        404,
+        store=False,
+        tools=TOOLS_R,
+        input=[
+            {"role": "user", "content": "q"},
+            fc.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": "call_s", "output": "2"},
+        ],
+    )
     assert err(e)["message"] == store_false.format(fc.id)
     assert fake_openai.pending == 0 and [q.status for q in fake_openai.requests] == [404, 404, 200, 404, 404, 404]
 
@@ -351,15 +506,25 @@ def test_item_reference_success_and_previous_response_id(fake_openai: FakeOpenAI
     fc = r.output[0]
     assert fake_openai.stored_item(fc.id)["call_id"] == "call_ref"  # type: ignore[index]
     fake_openai.enqueue(Reply(text="2"))
-    r2 = client.responses.create(model="gpt-5", tools=TOOLS_R, input=[  # type: ignore[arg-type]
-        {"role": "user", "content": "q"}, {"type": "item_reference", "id": fc.id},
-        {"type": "function_call_output", "call_id": "call_ref", "output": "2"}])
+    r2 = client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        input=[  # type: ignore[arg-type]
+            {"role": "user", "content": "q"},
+            {"type": "item_reference", "id": fc.id},
+            {"type": "function_call_output", "call_id": "call_ref", "output": "2"},
+        ],
+    )
     assert r2.output_text == "2" and fake_openai.last_request.status == 200
 
     # previous_response_id: the earlier conversation counts as context.
     fake_openai.enqueue(Reply(text="chained"))
-    r3 = client.responses.create(model="gpt-5", tools=TOOLS_R, previous_response_id=r.id,  # type: ignore[arg-type]
-                                 input=[{"type": "function_call_output", "call_id": "call_ref", "output": "2"}])
+    r3 = client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        previous_response_id=r.id,  # type: ignore[arg-type]
+        input=[{"type": "function_call_output", "call_id": "call_ref", "output": "2"}],
+    )
     assert r3.output_text == "chained"
     e = bad(client, 400, previous_response_id=r.id, input="forgot the output")
     assert err(e)["message"] == "No tool output found for function call call_ref."
@@ -370,7 +535,9 @@ def test_item_reference_success_and_previous_response_id(fake_openai: FakeOpenAI
 # --- history rules: chat --------------------------------------------------------------------
 
 
-def chat_bad(client: openai.OpenAI, messages: list[dict[str, Any]], model: str = "gpt-4o-mini") -> openai.APIStatusError:
+def chat_bad(
+    client: openai.OpenAI, messages: list[dict[str, Any]], model: str = "gpt-4o-mini"
+) -> openai.APIStatusError:
     with pytest.raises(openai.APIStatusError) as ei:
         client.chat.completions.create(model=model, messages=messages)  # type: ignore[arg-type]
     return ei.value
@@ -379,14 +546,22 @@ def chat_bad(client: openai.OpenAI, messages: list[dict[str, Any]], model: str =
 def test_chat_tool_message_rules(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
     e = chat_bad(client, [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "call_z", "content": "1"}])
     assert e.status_code == 400 and err(e)["message"] == (
-        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.")
+        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+    )
     calls = [{"id": f"call_{i}", "type": "function", "function": {"name": "add", "arguments": "{}"}} for i in (1, 2)]
-    e = chat_bad(client, [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": calls},
-                          {"role": "tool", "tool_call_id": "call_1", "content": "1"},
-                          {"role": "user", "content": "and?"}])
+    e = chat_bad(
+        client,
+        [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_1", "content": "1"},
+            {"role": "user", "content": "and?"},
+        ],
+    )
     assert e.status_code == 400 and err(e)["message"] == (
         "An assistant message with 'tool_calls' must be followed by tool messages responding to each "
-        "'tool_call_id'. The following tool_call_ids did not have response messages: call_2")
+        "'tool_call_id'. The following tool_call_ids did not have response messages: call_2"
+    )
     e = chat_bad(client, [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": calls}])
     assert err(e)["message"].endswith("did not have response messages: call_1, call_2")
     assert [r.status for r in fake_openai.requests] == [400, 400, 400]
@@ -396,8 +571,12 @@ def test_chat_refuses_responses_only_model(fake_openai: FakeOpenAI, client: open
     fake_openai.responses_only_models = {"gpt-5-codex"}
     e = chat_bad(client, [{"role": "user", "content": "x"}], model="gpt-5-codex")
     assert isinstance(e, openai.NotFoundError)
-    assert err(e) == {"message": "This model is only supported in v1/responses and not in v1/chat/completions.",
-                      "type": "invalid_request_error", "param": "model", "code": None}
+    assert err(e) == {
+        "message": "This model is only supported in v1/responses and not in v1/chat/completions.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": None,
+    }
     assert client.responses.create(model="gpt-5-codex", input="x").output_text == "ok"
 
 
@@ -420,11 +599,19 @@ def test_error_bodies(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
         client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}])
     assert err(ei.value)["code"] == "rate_limit_exceeded" and err(ei.value)["type"] == "requests"
     assert ei.value.response.headers["retry-after-ms"] == "10"
-    fake_openai.enqueue_error(400, "Unsupported parameter: 'temperature' is not supported with this model.",
-                              code="unsupported_parameter", param="temperature")
+    fake_openai.enqueue_error(
+        400,
+        "Unsupported parameter: 'temperature' is not supported with this model.",
+        code="unsupported_parameter",
+        param="temperature",
+    )
     e = bad(client, 400, input="x")
-    assert err(e) == {"message": "Unsupported parameter: 'temperature' is not supported with this model.",
-                      "type": "invalid_request_error", "param": "temperature", "code": "unsupported_parameter"}
+    assert err(e) == {
+        "message": "Unsupported parameter: 'temperature' is not supported with this model.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_parameter",
+    }
 
 
 def test_cut_stream_raises(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
@@ -435,8 +622,11 @@ def test_cut_stream_raises(fake_openai: FakeOpenAI, client: openai.OpenAI) -> No
             seen.append(ev.type)
     assert seen == ["response.created", "response.in_progress", "response.output_item.added"]
     with pytest.raises(openai.APIConnectionError):
-        list(client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}],
-                                            stream=True))
+        list(
+            client.chat.completions.create(
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "x"}], stream=True
+            )
+        )
     with pytest.raises(openai.APIConnectionError):  # non-streaming: closed before any answer
         client.responses.create(model="gpt-5", input="x")
     # A cut stream stored nothing, and the server is still fine.
@@ -451,13 +641,19 @@ def test_malformed_sse_raises(fake_openai: FakeOpenAI, client: openai.OpenAI) ->
     assert seen == ["response.created", "response.in_progress"]
     seen.clear()
     with pytest.raises(json.JSONDecodeError):
-        seen.extend(client.chat.completions.create(model="gpt-4o-mini", stream=True,
-                                                   messages=[{"role": "user", "content": "x"}]))
+        seen.extend(
+            client.chat.completions.create(
+                model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "x"}]
+            )
+        )
     assert len(seen) == 1 and seen[0].choices[0].delta.role == "assistant"
     seen.clear()
     with pytest.raises(json.JSONDecodeError):
-        seen.extend(client.chat.completions.create(model="gpt-4o-mini", stream=True,
-                                                   messages=[{"role": "user", "content": "x"}]))
+        seen.extend(
+            client.chat.completions.create(
+                model="gpt-4o-mini", stream=True, messages=[{"role": "user", "content": "x"}]
+            )
+        )
     assert [c.choices[0].delta.content for c in seen] == ["", "ok", None]  # role, text, finish chunk
 
 
@@ -489,16 +685,30 @@ def test_validation_catches_a_bad_body(fake_openai: FakeOpenAI, client: openai.O
 def test_validation_accepts_real_client_shapes(fake_openai: FakeOpenAI, client: openai.OpenAI) -> None:
     # Shapes real clients send that trip naive validation of the spec (see _patch_spec).
     fake_openai.enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2}, call_id="call_v")]))
-    r = client.responses.create(model="gpt-5", tools=TOOLS_R, instructions="be brief",  # type: ignore[arg-type]
-                                reasoning={"effort": "low", "summary": "auto"}, max_output_tokens=100,
-                                input=[{"role": "user", "content": [{"type": "input_text", "text": "add"}]}])
+    r = client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        instructions="be brief",  # type: ignore[arg-type]
+        reasoning={"effort": "low", "summary": "auto"},
+        max_output_tokens=100,
+        input=[{"role": "user", "content": [{"type": "input_text", "text": "add"}]}],
+    )
     fc = r.output[0].model_dump(exclude_none=True)
     fc["status"] = None  # pydantic-ai replays this; the real API accepts it
     fake_openai.enqueue(Reply(text="3"))
-    client.responses.create(model="gpt-5", tools=TOOLS_R, input=[  # type: ignore[arg-type]
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add"}]}, fc,
-        {"type": "function_call_output", "call_id": "call_v", "output": "3"}])
-    client.chat.completions.create(model="gpt-4o-mini", tools=TOOLS_C, temperature=0.2,  # type: ignore[arg-type]
-                                   messages=[{"role": "system", "content": "s"},
-                                             {"role": "user", "content": [{"type": "text", "text": "x"}]}])
+    client.responses.create(
+        model="gpt-5",
+        tools=TOOLS_R,
+        input=[  # type: ignore[arg-type]
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "add"}]},
+            fc,
+            {"type": "function_call_output", "call_id": "call_v", "output": "3"},
+        ],
+    )
+    client.chat.completions.create(
+        model="gpt-4o-mini",
+        tools=TOOLS_C,
+        temperature=0.2,  # type: ignore[arg-type]
+        messages=[{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "x"}]}],
+    )
     assert fake_openai.validation_errors == []

@@ -6,9 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from IPython.utils.capture import capture_output
-
 from fakeopenai import Call, Reply
+from IPython.utils.capture import capture_output
 
 
 @pytest.fixture
@@ -46,8 +45,9 @@ def test_config_wins_over_environment(shell, fake_openai):
 def test_python_tool_runs_in_the_user_namespace(shell, fake_openai):
     shell.run_cell("import pandas\ndf = pandas.DataFrame({'x': [1, 2, 3]})")
     shell.run_cell('%config Shiro.approval = "auto"')
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "total = int(df.x.sum())\ntotal"})]),
-                        Reply(text="made `total`"))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "total = int(df.x.sum())\ntotal"})]), Reply(text="made `total`")
+    )
     out = run(shell, "%shiro --wait sum df.x into total")
     assert shell.user_ns["total"] == 6
     assert "made `total`" in out and "python" in out
@@ -62,9 +62,11 @@ def test_usage_errors_are_not_tracebacks(shell):
     assert "give a prompt" in cap.stderr + cap.stdout
 
 
-LOAD = ("from IPython.core.interactiveshell import InteractiveShell\n"
-        "import sys\nsh = InteractiveShell.instance()\nsh.run_cell('%load_ext shiro_kernel')\n"
-        "print('openai' in sys.modules, 'shiro_kernel.magics' in sys.modules)\n")
+LOAD = (
+    "from IPython.core.interactiveshell import InteractiveShell\n"
+    "import sys\nsh = InteractiveShell.instance()\nsh.run_cell('%load_ext shiro_kernel')\n"
+    "print('openai' in sys.modules, 'shiro_kernel.magics' in sys.modules)\n"
+)
 
 
 def test_load_ext_does_not_import_openai(monkeypatch):
@@ -75,7 +77,9 @@ def test_load_ext_does_not_import_openai(monkeypatch):
 
 def test_openai_is_warmed_off_the_main_thread(monkeypatch):
     monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
-    code = LOAD + ("from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
-                   "print(warmup.thread.name, 'openai' in sys.modules)")
+    code = LOAD + (
+        "from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
+        "print(warmup.thread.name, 'openai' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[-2:] == ["shiro-warmup", "True"]

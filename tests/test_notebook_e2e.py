@@ -8,10 +8,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from fakeopenai import Call, Reply
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
-
-from fakeopenai import Call, Reply
 
 KEY = "sk-test-NOTEBOOKKEY-never-in-outputs-42"
 
@@ -41,8 +40,11 @@ def outputs_text(cell) -> str:
 def tool_output(request) -> str:
     body = request.body
     items = body.get("input") or body.get("messages")
-    outs = [i.get("output") or i.get("content") for i in items
-            if i.get("type") == "function_call_output" or i.get("role") == "tool"]
+    outs = [
+        i.get("output") or i.get("content")
+        for i in items
+        if i.get("type") == "function_call_output" or i.get("role") == "tool"
+    ]
     return outs[-1] if outs else ""
 
 
@@ -52,13 +54,21 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
         Reply(text="I'll compute it in the kernel.", tool_calls=[Call("python", {"code": "df.x.mean()"})]),
         lambda request: Reply(text=f"The mean of `df.x` is **{tool_output(request).strip()}**."),
     )
-    nb = run_notebook(tmp_path / "analysis.ipynb", [
-        "%load_ext shiro_kernel",
-        "import pandas\ndf = pandas.DataFrame({\"x\": [1, 2, 3]})",
-        "%config Shiro.approval = \"auto\"",
-        "%shiro --wait what is the mean of df.x?",
-    ], {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_API": api,
-        "SHIRO_MODEL": "gpt-4o-mini"})
+    nb = run_notebook(
+        tmp_path / "analysis.ipynb",
+        [
+            "%load_ext shiro_kernel",
+            'import pandas\ndf = pandas.DataFrame({"x": [1, 2, 3]})',
+            '%config Shiro.approval = "auto"',
+            "%shiro --wait what is the mean of df.x?",
+        ],
+        {
+            "OPENAI_API_KEY": KEY,
+            "OPENAI_BASE_URL": fake_openai.base_url,
+            "SHIRO_API": api,
+            "SHIRO_MODEL": "gpt-4o-mini",
+        },
+    )
 
     assert len(fake_openai.requests) == 2
     path = "/responses" if api == "responses" else "/chat/completions"
@@ -77,7 +87,12 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     turn = final["application/vnd.shiro.turn+json"]
     assert turn["version"] == 1 and turn["end"]["reason"] == "answered"
     tool = [e for e in turn["entries"] if e["type"] == "tool"][0]
-    assert (tool["name"], tool["args"], tool["status"], tool["output"].strip()) == ("python", "df.x.mean()", "ok", "2.0")
+    assert (tool["name"], tool["args"], tool["status"], tool["output"].strip()) == (
+        "python",
+        "df.x.mean()",
+        "ok",
+        "2.0",
+    )
     # the saved notebook rendered by nbconvert (no kernel, no widget state) shows the answer and the tool row
     from nbconvert import HTMLExporter
 
@@ -91,10 +106,14 @@ def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path
         Reply(tool_calls=[Call("python", {"code": "import os; os.remove('data.csv')"})]),
         lambda request: Reply(text="I was not allowed: " + tool_output(request)[:60]),
     )
-    nb = run_notebook(tmp_path / "n.ipynb", [
-        "%load_ext shiro_kernel",
-        "%shiro --wait delete data.csv",
-    ], {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"})
+    nb = run_notebook(
+        tmp_path / "n.ipynb",
+        [
+            "%load_ext shiro_kernel",
+            "%shiro --wait delete data.csv",
+        ],
+        {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
+    )
     refused = tool_output(fake_openai.requests[1])
     assert refused.startswith("Error: not approved")
     assert '%config Shiro.approval = "auto"' in refused
@@ -103,8 +122,11 @@ def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path
 
 
 def test_missing_key_in_a_notebook_is_a_paragraph_not_a_traceback(tmp_path):
-    nb = run_notebook(tmp_path / "n.ipynb", ["%load_ext shiro_kernel", "%shiro --wait hello?"],
-                      {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""})
+    nb = run_notebook(
+        tmp_path / "n.ipynb",
+        ["%load_ext shiro_kernel", "%shiro --wait hello?"],
+        {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""},
+    )
     text = outputs_text(nb.cells[1])
     assert "No API key: set OPENAI_API_KEY" in text and "Traceback" not in text
     assert all(o.get("output_type") != "error" for o in nb.cells[1].outputs)

@@ -36,10 +36,12 @@ def test_schema_and_description_are_the_seeds() -> None:
     assert todos["description"] == "The complete list, in the order you will do them"
     item = todos["items"]["properties"]
     assert item["content"]["description"] == (
-        'One concrete action with a verifiable outcome, e.g. "add limit/offset to listUsers()"')
+        'One concrete action with a verifiable outcome, e.g. "add limit/offset to listUsers()"'
+    )
     assert item["status"]["enum"] == ["pending", "in_progress", "done", "blocked"]
     assert item["note"]["description"] == (
-        "Required for blocked: what is blocking it. Otherwise a short finding worth keeping.")
+        "Required for blocked: what is blocking it. Otherwise a short finding worth keeping."
+    )
     assert item["note"]["type"] == ["string", "null"]
 
 
@@ -59,8 +61,10 @@ def test_tool_result_text_and_replaces_rather_than_appends() -> None:
     tasks = TaskList()
     out, err = call(tasks, FOUR)
     assert not err
-    assert out == ("Task list updated: 1/4 done.\n[x] read the pagination code\n[~] fix the boundary\n"
-                   "[ ] add a test\n[!] update the docs  (no write access to the wiki)")
+    assert out == (
+        "Task list updated: 1/4 done.\n[x] read the pagination code\n[~] fix the boundary\n"
+        "[ ] add a test\n[!] update the docs  (no write access to the wiki)"
+    )
     out, _ = call(tasks, [{"content": "only one", "status": "in_progress", "note": None}])
     assert tasks.state() == [{"content": "only one", "status": "in_progress"}]
     assert out == "Task list updated: 0/1 done.\n[~] only one"
@@ -76,8 +80,9 @@ def test_warnings_exact_texts() -> None:
     assert out.endswith('\nWarning: "a" is blocked with no note saying why.')
     # warnings are joined by spaces on one line
     out, _ = call(tasks, [{"content": "a", "status": "blocked"}, {"content": "b", "status": "pending"}])
-    assert out.splitlines()[-1] == ('Warning: nothing is in_progress; mark what you are working on. '
-                                    '"a" is blocked with no note saying why.')
+    assert out.splitlines()[-1] == (
+        'Warning: nothing is in_progress; mark what you are working on. "a" is blocked with no note saying why.'
+    )
 
 
 def test_no_warning_when_all_done_or_all_blocked() -> None:
@@ -108,7 +113,8 @@ def test_prompt_block_exact() -> None:
     assert tasks.render_prompt_block() == (
         "\nYour task list (1/4 done, 1 blocked). Keep it current with todo_write:\n"
         "[x] read the pagination code\n[~] fix the boundary\n[ ] add a test\n"
-        "[!] update the docs  (no write access to the wiki)")
+        "[!] update the docs  (no write access to the wiki)"
+    )
     tasks.replace(FOUR[:2])
     assert tasks.render_prompt_block().startswith("\nYour task list (1/2 done). Keep it current with todo_write:\n")
 
@@ -144,10 +150,19 @@ def test_restore_drops_junk() -> None:
     tasks.replace(FOUR[:1])
     tasks.restore(None)
     assert len(tasks) == 1
-    tasks.restore([{"content": "ok", "status": "pending"}, {"content": 3, "status": "done"},
-                   {"content": "bad", "status": "later"}, None, "junk", {"content": "n", "status": "blocked",
-                                                                         "note": "why"}])
-    assert tasks.state() == [{"content": "ok", "status": "pending"},
-                             {"content": "n", "status": "blocked", "note": "why"}]
+    tasks.restore(
+        [
+            {"content": "ok", "status": "pending"},
+            {"content": 3, "status": "done"},
+            {"content": "bad", "status": "later"},
+            None,
+            "junk",
+            {"content": "n", "status": "blocked", "note": "why"},
+        ]
+    )
+    assert tasks.state() == [
+        {"content": "ok", "status": "pending"},
+        {"content": "n", "status": "blocked", "note": "why"},
+    ]
     with pytest.raises(ValueError):
         tasks.replace([{"content": "x", "status": "nope"}])

@@ -8,15 +8,15 @@ import socket
 import threading
 
 import pytest
-
 from fakeopenai import Call, Fault, Reply
+
+from shiro_kernel.context.rules import pending_calls
 from shiro_kernel.events import Notice, TextDelta, ToolEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext, ToolError
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
-from shiro_kernel.context.rules import pending_calls
 from shiro_kernel.turn import ALWAYS, DENY, LATER, Turn, TurnOptions
 
 KEY = "sk-test-THISKEYMUSTNEVERLEAK-1234567890"
@@ -38,8 +38,9 @@ TOOLS = {
     "add": Tool("add", "Add two integers.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), _add),
     "fail": Tool("fail", "Always fails.", schema({}), _fail),
     "crash": Tool("crash", "Has a bug.", schema({}), _crash),
-    "write": Tool("write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written",
-                  mutates=True),
+    "write": Tool(
+        "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", mutates=True
+    ),
 }
 
 
@@ -49,13 +50,41 @@ def env(monkeypatch, fake_openai):
     return fake_openai
 
 
-def make_turn(fake, tmp_path, *, api="responses", stream=True, store=True, model="gpt-4o-mini",
-              options=None, session=None, events=None, max_retries=2, timeout_s=10.0):
-    provider = Provider(ProviderSettings(model=model, api=api, base_url=fake.base_url, store=store,
-                                         stream=stream, max_retries=max_retries, timeout_s=timeout_s))
+def make_turn(
+    fake,
+    tmp_path,
+    *,
+    api="responses",
+    stream=True,
+    store=True,
+    model="gpt-4o-mini",
+    options=None,
+    session=None,
+    events=None,
+    max_retries=2,
+    timeout_s=10.0,
+):
+    provider = Provider(
+        ProviderSettings(
+            model=model,
+            api=api,
+            base_url=fake.base_url,
+            store=store,
+            stream=stream,
+            max_retries=max_retries,
+            timeout_s=timeout_s,
+        )
+    )
     log = events if events is not None else []
-    return Turn(session or Session(), provider, TOOLS, ToolContext(root=tmp_path), lambda: "You are a test.",
-                options or TurnOptions(approval="auto"), on_event=log.append)
+    return Turn(
+        session or Session(),
+        provider,
+        TOOLS,
+        ToolContext(root=tmp_path),
+        lambda: "You are a test.",
+        options or TurnOptions(approval="auto"),
+        on_event=log.append,
+    )
 
 
 def last_input(fake):
@@ -88,8 +117,11 @@ def test_text_answer(env, tmp_path, api, stream):
 def test_tool_round_trip_carries_result_to_the_model(env, tmp_path, api, stream):
     def answer(request):
         items = request.body.get("input") or request.body.get("messages")
-        outputs = [i.get("output") or i.get("content") for i in items
-                   if i.get("type") == "function_call_output" or i.get("role") == "tool"]
+        outputs = [
+            i.get("output") or i.get("content")
+            for i in items
+            if i.get("type") == "function_call_output" or i.get("role") == "tool"
+        ]
         return Reply(text=f"The sum is {outputs[-1]}.")
 
     env.enqueue(Reply(tool_calls=[Call("add", {"a": 2, "b": 40})]), answer)
@@ -104,8 +136,16 @@ def test_tool_round_trip_carries_result_to_the_model(env, tmp_path, api, stream)
 
 def test_parallel_calls_and_failures_never_end_the_turn(env, tmp_path):
     env.enqueue(
-        Reply(tool_calls=[Call("fail", {}), Call("crash", {}), Call("nope", {}), Call("add", '{"a": 1, "b"'),
-                          Call("add", {"a": "x", "b": 1}), Call("add", {"a": 1, "b": 2})]),
+        Reply(
+            tool_calls=[
+                Call("fail", {}),
+                Call("crash", {}),
+                Call("nope", {}),
+                Call("add", '{"a": 1, "b"'),
+                Call("add", {"a": "x", "b": 1}),
+                Call("add", {"a": 1, "b": 2}),
+            ]
+        ),
         Reply(text="done"),
     )
     events = []
@@ -179,11 +219,14 @@ def test_kernel_interrupt_inside_a_tool(env, tmp_path):
     assert all(r.is_error for r in turn.session.messages[-1].tool_results())
 
 
-@pytest.mark.parametrize("approval,verdict,expected", [
-    ("read-only", None, "Error: not approved — Shiro.approval is \"read-only\""),
-    ("ask", DENY, "Error: not approved — this run cannot show approval buttons"),
-    ("auto", None, "written"),
-])
+@pytest.mark.parametrize(
+    "approval,verdict,expected",
+    [
+        ("read-only", None, 'Error: not approved — Shiro.approval is "read-only"'),
+        ("ask", DENY, "Error: not approved — this run cannot show approval buttons"),
+        ("auto", None, "written"),
+    ],
+)
 def test_approval_policies(env, tmp_path, approval, verdict, expected):
     asked = []
 
@@ -212,8 +255,12 @@ def test_always_this_session_and_pending_approval(env, tmp_path):
     assert turn.run(None).reason == "answered"
     assert session.messages[2].tool_results()[0].output == "written"
     asked = []
-    turn = make_turn(env, tmp_path, session=session,
-                     options=TurnOptions(approval="ask", approver=lambda c, t: asked.append(1) or DENY))
+    turn = make_turn(
+        env,
+        tmp_path,
+        session=session,
+        options=TurnOptions(approval="ask", approver=lambda c, t: asked.append(1) or DENY),
+    )
     turn.run("once more")
     assert asked == [] and session.messages[-2].tool_results()[0].output == "written"
 
@@ -230,15 +277,21 @@ def test_store_on_sends_item_references(env, tmp_path):
 
 
 def test_store_off_replays_everything_inline(env, tmp_path):
-    env.enqueue(Reply(reasoning="thinking", text="Let me add.", tool_calls=[Call("add", {"a": 1, "b": 1})]),
-                Reply(text="2"))
+    env.enqueue(
+        Reply(reasoning="thinking", text="Let me add.", tool_calls=[Call("add", {"a": 1, "b": 1})]), Reply(text="2")
+    )
     turn = make_turn(env, tmp_path, store=False, model="gpt-5-mini")
     assert turn.run("add").reason == "answered"
     body = env.requests[-1].body
     assert body["store"] is False and body["include"] == ["reasoning.encrypted_content"]
     sent = body["input"]
-    assert [i.get("type", "message") for i in sent] == ["message", "reasoning", "message", "function_call",
-                                                         "function_call_output"]
+    assert [i.get("type", "message") for i in sent] == [
+        "message",
+        "reasoning",
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
     assert sent[1]["encrypted_content"] and sent[1]["summary"][0]["text"] == "thinking"
     assert all("id" not in i for i in sent[2:])  # only the reasoning item keeps its (required) id
     assert "item_reference" not in json.dumps(sent)
@@ -304,8 +357,10 @@ def test_persistent_failure_is_a_clean_error(env, tmp_path, status):
 def test_400_is_reported_with_the_servers_words(env, tmp_path):
     env.enqueue_error(400, "Unsupported parameter: 'temperature' is not supported with this model.")
     end = make_turn(env, tmp_path).run("hi")
-    assert end.error == ("The model server rejected the request (400): Unsupported parameter: 'temperature' "
-                         "is not supported with this model.")
+    assert end.error == (
+        "The model server rejected the request (400): Unsupported parameter: 'temperature' "
+        "is not supported with this model."
+    )
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
@@ -336,8 +391,10 @@ def test_timeout_is_a_clean_error(env, tmp_path):
 
 def test_threads_do_not_share_state(env, tmp_path):
     """Two sessions in two threads against one server: each gets its own answer."""
-    env.enqueue(lambda r: Reply(text="A" if "alpha" in json.dumps(r.body) else "B"),
-                lambda r: Reply(text="A" if "alpha" in json.dumps(r.body) else "B"))
+    env.enqueue(
+        lambda r: Reply(text="A" if "alpha" in json.dumps(r.body) else "B"),
+        lambda r: Reply(text="A" if "alpha" in json.dumps(r.body) else "B"),
+    )
     turns = [make_turn(env, tmp_path), make_turn(env, tmp_path)]
     threads = [threading.Thread(target=t.run, args=(p,)) for t, p in zip(turns, ["alpha", "beta"])]
     for t in threads:

@@ -20,6 +20,12 @@ export interface ITextEntry {
   text: string;
 }
 
+/** What a tool call displayed (a figure, a DataFrame's HTML...), as the kernel captured it. */
+export interface IOutput {
+  data: Record<string, unknown>;
+  metadata?: Record<string, unknown>;
+}
+
 export interface IToolEntry {
   type: 'tool';
   callId?: string;
@@ -28,6 +34,9 @@ export interface IToolEntry {
   status: 'running' | 'ok' | 'error' | string;
   seconds?: number | null;
   output?: string;
+  /** the call's arguments in full (the code, the command), line breaks kept */
+  code?: string;
+  outputs?: IOutput[];
 }
 
 export interface INoticeEntry {
@@ -101,6 +110,28 @@ export function toolLine(entry: IToolEntry): string {
   }
   const mark = TOOL_MARKS[entry.status] ?? '•';
   return `${mark} ${entry.name}(${entry.args}) · ${bits.join(' · ')}`;
+}
+
+/**
+ * The line shown under a failed row: the first line of the error, whole when it is a refusal (it says
+ * how to allow the call), else cut at 160 characters — as the kernel's Markdown and HTML do.
+ */
+export function errorLine(entry: IToolEntry): string {
+  if (entry.status !== 'error' || !entry.output) {
+    return '';
+  }
+  const first = entry.output.split('\n').map(l => l.trim()).find(l => l) ?? '';
+  if (first.startsWith('Error: not approved') || first.length <= 160) {
+    return first;
+  }
+  return first.slice(0, 157) + '...';
+}
+
+/** The outputs worth drawing: a data object with at least one MIME type. */
+export function drawableOutputs(entry: IToolEntry): IOutput[] {
+  return (entry.outputs ?? []).filter(
+    o => o && typeof o === 'object' && o.data && typeof o.data === 'object' && Object.keys(o.data).length > 0
+  );
 }
 
 function thousands(n: number): string {

@@ -16,7 +16,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
 import { HistoryWalker, parseHistory, shiroCell } from './format';
-import { RANK, rendererFactory } from './renderer';
+import { RANK, createRendererFactory } from './renderer';
 
 export const COMMAND = 'shiro:ask';
 
@@ -152,7 +152,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker | null,
     palette: ICommandPalette | null
   ) => {
-    rendermime.addFactory(rendererFactory, RANK);
+    rendermime.addFactory(createRendererFactory(rendermime), RANK);
     if (!tracker) {
       return;
     }

@@ -1,17 +1,22 @@
 /**
  * The mime renderer for `application/vnd.shiro.turn+json` (docs/turn-format.md): the turn's
- * Markdown through JupyterLab's own markdown renderer, tool rows as `<details>`, notices, the task
- * list with the seed's bar, and the footer. Safe: every string goes in as text, and Markdown is
- * sanitized when the notebook is not trusted.
+ * Markdown through JupyterLab's own markdown renderer, tool rows as `<details>` (the call's code with
+ * its line breaks, then its text output), what each call displayed (figures, DataFrames, Plotly...)
+ * under its row through JupyterLab's own renderers, notices, the task list with the seed's bar, and
+ * the footer. Safe: every string goes in as text, and Markdown and HTML are sanitized when the
+ * notebook is not trusted.
  */
-import { renderMarkdown } from '@jupyterlab/rendermime';
+import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
 import {
+  IOutput,
   ITurn,
   IToolEntry,
   TURN_MIME,
+  drawableOutputs,
+  errorLine,
   footer,
   isTurn,
   marker,
@@ -42,7 +47,10 @@ function el<K extends keyof HTMLElementTagNameMap>(
 }
 
 export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor(private options: IRenderMime.IRendererOptions) {
+  constructor(
+    private options: IRenderMime.IRendererOptions,
+    private registry: IRenderMimeRegistry | null = null
+  ) {
     super();
     this.addClass('jp-RenderedShiroTurn');
   }
@@ -63,6 +71,11 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         pending.push(this.markdown(host, entry.text, model.trusted));
       } else if (entry.type === 'tool') {
         this.node.appendChild(toolRow(entry));
+        for (const output of drawableOutputs(entry)) {
+          const host = el('div', 'shiro-output');
+          this.node.appendChild(host);
+          pending.push(this.output(host, output, model.trusted));
+        }
       } else if (entry.type === 'notice') {
         const quote = el('blockquote', `shiro-notice shiro-notice-${entry.kind ?? 'info'}`);
         quote.appendChild(el('em', '', entry.text));
@@ -89,6 +102,25 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     await Promise.all(pending);
   }
 
+  /** One display output through the registry's own renderer for its richest safe MIME type. */
+  private async output(host: HTMLElement, output: IOutput, trusted: boolean): Promise<void> {
+    const registry = this.registry;
+    const data = output.data as Record<string, any>;
+    const mime = registry?.preferredMimeType(data as any, trusted ? 'any' : 'ensure');
+    if (!registry || !mime) {
+      host.appendChild(el('pre', 'shiro-output-text', String(data['text/plain'] ?? '')));
+      return;
+    }
+    try {
+      const renderer = registry.createRenderer(mime);
+      const model = registry.createModel({ data: data as any, metadata: (output.metadata ?? {}) as any, trusted });
+      await renderer.renderModel(model);
+      host.appendChild(renderer.node);
+    } catch {
+      host.appendChild(el('pre', 'shiro-output-text', String(data['text/plain'] ?? mime)));
+    }
+  }
+
   private async markdown(host: HTMLElement, source: string, trusted: boolean): Promise<void> {
     const o = this.options;
     try {
@@ -111,12 +143,21 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
 }
 
 function toolRow(entry: IToolEntry): HTMLElement {
+  const row = el('div', 'shiro-tool-row');
   const details = el('details', `shiro-tool shiro-tool-${entry.status}`);
   const summary = el('summary', '');
   summary.appendChild(el('code', '', toolLine(entry)));
   details.appendChild(summary);
+  if (entry.code) {
+    details.appendChild(el('pre', 'shiro-tool-code', entry.code));
+  }
   details.appendChild(el('pre', 'shiro-tool-output', entry.output ?? ''));
-  return details;
+  row.appendChild(details);
+  const error = errorLine(entry);
+  if (error) {
+    row.appendChild(el('div', 'shiro-tool-error', `↳ ${error}`));
+  }
+  return row;
 }
 
 function taskList(turn: ITurn): HTMLElement {
@@ -136,9 +177,14 @@ function taskList(turn: ITurn): HTMLElement {
   return pre;
 }
 
-export const rendererFactory: IRenderMime.IRendererFactory = {
-  safe: true,
-  mimeTypes: [TURN_MIME],
-  defaultRank: RANK,
-  createRenderer: options => new TurnRenderer(options)
-};
+/** The factory; with the registry, a call's display outputs are drawn by JupyterLab's own renderers. */
+export function createRendererFactory(registry: IRenderMimeRegistry | null): IRenderMime.IRendererFactory {
+  return {
+    safe: true,
+    mimeTypes: [TURN_MIME],
+    defaultRank: RANK,
+    createRenderer: options => new TurnRenderer(options, registry)
+  };
+}
+
+export const rendererFactory = createRendererFactory(null);

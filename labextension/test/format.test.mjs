@@ -70,3 +70,15 @@ test('parseHistory and the inserted cell', () => {
   assert.deepEqual(parseHistory('not json'), []);
   assert.equal(shiroCell('  what is df?\n'), '%%shiro\nwhat is df?');
 });
+
+test('the error line under a row: a refusal whole, other errors cut at 160', async () => {
+  const { errorLine, drawableOutputs } = await import('../lib/format.js');
+  const refusal = 'Error: not approved — this run cannot show approval buttons (no widget frontend) and ' +
+    'Shiro.approval is "ask", so python was not run. To allow it, run `%config Shiro.approval = "auto"` and ask again.';
+  assert.equal(errorLine({ type: 'tool', name: 'python', args: '', status: 'error', output: refusal + '\nmore' }), refusal);
+  const long = 'Error: ' + 'x'.repeat(300);
+  assert.equal(errorLine({ type: 'tool', name: 'grep', args: '', status: 'error', output: long }).length, 160);
+  assert.equal(errorLine({ type: 'tool', name: 'grep', args: '', status: 'ok', output: long }), '');
+  const outputs = [{ data: { 'image/png': 'iVBOR' } }, { data: {} }, null];
+  assert.equal(drawableOutputs({ type: 'tool', name: 'python', args: '', status: 'ok', outputs }).length, 1);
+});

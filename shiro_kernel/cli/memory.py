@@ -26,8 +26,7 @@ def _root(args: argparse.Namespace) -> Path:
 # -- notes ----------------------------------------------------------------------------------------
 def _notes_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--project", metavar="DIR", help="the project (default: the repository or folder you are in)")
-    p.add_argument("--stale", action="store_true",
-                   help=f"only notes not confirmed by a recall in {STALE_DAYS} days")
+    p.add_argument("--stale", action="store_true", help=f"only notes not confirmed by a recall in {STALE_DAYS} days")
 
 
 def _notes_run(args: argparse.Namespace) -> int:
@@ -68,8 +67,10 @@ def _memory_run(args: argparse.Namespace) -> int:
 # -- bundle ---------------------------------------------------------------------------------------
 def _bundle_args(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="bundle_action", metavar="ACTION", required=True)
-    for name, helptext in (("install", "install a bundle folder (or a name under SHIRO_HOME/bundles)"),
-                           ("upgrade", "upgrade an installed bundle from its folder")):
+    for name, helptext in (
+        ("install", "install a bundle folder (or a name under SHIRO_HOME/bundles)"),
+        ("upgrade", "upgrade an installed bundle from its folder"),
+    ):
         q = sub.add_parser(name, help=helptext)
         q.add_argument("path", metavar="PATH")
         q.add_argument("--scope", choices=list(SCOPES), help="default: the manifest's, else system")

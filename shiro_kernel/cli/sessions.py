@@ -62,7 +62,7 @@ def transcript_text(record: dict[str, Any]) -> str:
         broken = ""
     where = record.get("notebookPath") or record.get("cwd") or "?"
     head = [
-        f"session {record.get('id', '?')}  \"{record.get('title', 'untitled')}\"",
+        f'session {record.get("id", "?")}  "{record.get("title", "untitled")}"',
         f"{where} · {record.get('model', '?')} · {plural(len(messages), 'message')} · "
         f"updated {str(record.get('updatedAt', ''))[:16].replace('T', ' ')}",
     ]

@@ -3,7 +3,8 @@ each turn and kept with the session (record key ``cells``); at the start of the 
 added, edited, deleted or run outside the agent since then are summarised for the model.
 
 The notebook is read as JSON (nbformat 4 is plain JSON); an older format goes through nbformat,
-imported lazily. A fingerprint row is ``{"key", "sha1", "count", "head"}``: the cell id (else ``#<index>``), the sha1 of
+imported lazily. A cell whose saved outputs hold an exception says so (``— it raised KeyError: 'x'``), so
+"why did my cell fail?" needs no copy-paste. A fingerprint row is ``{"key", "sha1", "count", "head"}``: the cell id (else ``#<index>``), the sha1 of
 the source, the execution count, and the first line of the source (so a deleted cell can be named).
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from ..text import first_line
 HEADER = "Since your last turn the user changed the notebook:"
 LIMIT = 1500
 HEAD_CHARS = 100
+ERROR_CHARS = 200
 
 
 def _first_line(source: str) -> str:
@@ -60,14 +63,31 @@ def fingerprint(path: str | Path | None) -> list[dict[str, Any]] | None:
         if not isinstance(source, str):
             source = ""
         cid = cell.get("id")
-        rows.append({
+        row = {
             "key": str(cid) if cid else f"#{index}",
             "sha1": hashlib.sha1(source.encode("utf-8")).hexdigest(),
             "count": cell.get("execution_count"),
             "head": _first_line(source),
             "agent": _is_agent_cell(source),
-        })
+        }
+        error = _error_line(cell)
+        if error:
+            row["error"] = error
+        rows.append(row)
     return rows
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _error_line(cell: dict[str, Any]) -> str:
+    """``ValueError: could not convert …`` when the cell's saved outputs hold an exception, else ''."""
+    for output in cell.get("outputs") or []:
+        if isinstance(output, dict) and output.get("output_type") == "error":
+            name = _ANSI.sub("", str(output.get("ename") or "Error"))
+            value = first_line(_ANSI.sub("", str(output.get("evalue") or "")), ERROR_CHARS)
+            return f"{name}: {value}" if value else name
+    return ""
 
 
 def valid(rows: Any) -> list[dict[str, Any]] | None:
@@ -88,12 +108,18 @@ def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) 
     lines: list[str] = []
     for number, row in enumerate(new, 1):
         prev = before.get(row["key"])
+        ran = prev is not None and prev.get("count") != row.get("count") and row.get("count") is not None
+        raised = (
+            f" — it raised {row['error']}"
+            if row.get("error") and (prev is None or ran or prev.get("error") != row["error"])
+            else ""
+        )
         if prev is None:
-            lines.append(f"- added cell {number}: {row.get('head', '')}")
+            lines.append(f"- added cell {number}: {row.get('head', '')}{raised}")
         elif prev.get("sha1") != row["sha1"]:
-            lines.append(f"- edited cell {number}: {row.get('head', '')}")
-        elif prev.get("count") != row.get("count") and row.get("count") is not None and not row.get("agent"):
-            lines.append(f"- ran cell {number} (execution count {row.get('count')}): {row.get('head', '')}")
+            lines.append(f"- edited cell {number}: {row.get('head', '')}{raised}")
+        elif ran and not row.get("agent"):
+            lines.append(f"- ran cell {number} (execution count {row.get('count')}): {row.get('head', '')}{raised}")
     for number, row in enumerate(old, 1):
         if row["key"] not in now_keys:
             lines.append(f"- deleted cell {number} (as it was numbered then): {row.get('head', '')}")

@@ -49,8 +49,7 @@ def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THR
     if before == 0:
         return 0, 0
     settings = getattr(provider, "settings", None)
-    wire, _ = rules.check_and_repair(session.messages, store=bool(getattr(settings, "store", True)),
-                                     keep_pending=False)
+    wire, _ = rules.check_and_repair(session.messages, store=bool(getattr(settings, "store", True)), keep_pending=False)
     wire = prune_to_fit(wire, threshold).messages  # a history past the threshold would not fit the model
     text, error = _summarise(provider, wire)
     if error is not None and error.kind == "item_not_found":

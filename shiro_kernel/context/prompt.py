@@ -22,14 +22,21 @@ How to work:
 
 APPROVAL = {
     "ask": "Tools that change something (python, write_file, edit_file, shell) ask the user first; "
-           "a refusal comes back as `Error: not approved`.",
+    "a refusal comes back as `Error: not approved`.",
     "auto": "Tools run without asking (approval is 'auto').",
     "read-only": "Read-only mode: python, write_file, edit_file and shell are refused; use the reading tools.",
 }
 
 
-def build_system_prompt(*, root: str, notebook: str | None, approval: str, agent: str = "default",
-                        variant_prompt: str = "", blocks: Iterable[Callable[[], str]] = ()) -> str:
+def build_system_prompt(
+    *,
+    root: str,
+    notebook: str | None,
+    approval: str,
+    agent: str = "default",
+    variant_prompt: str = "",
+    blocks: Iterable[Callable[[], str]] = (),
+) -> str:
     parts = [BASE]
     if variant_prompt:
         parts.append("\n" + variant_prompt)

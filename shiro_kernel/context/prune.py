@@ -7,6 +7,9 @@ span held (tools, files, outcomes, decisions) instead of seeing nothing.
 * :func:`estimate_tokens` — ``round(len(json.dumps(messages_to_json(messages))) / 4)``, an estimate,
   not a token count, computed from :func:`part_chars` (the one measure of a part, exact for the
   default ``json.dumps``) without building the JSON; :class:`TokenMeter` keeps it incrementally.
+* images: each counts as :data:`IMAGE_TOKENS` (a fixed estimate: OpenAI bills a 1,024-px image at
+  about 765 tokens at high detail) on top of its reference's JSON; :func:`limit_images` keeps only the
+  newest :data:`KEEP_IMAGES` on the wire, the older ones replaced by a line naming what they showed.
 * :func:`prune_to_fit` — at or under the threshold the list is returned as is; otherwise reasoning is
   stripped and every provider item id detached; if that is still too big, tool calls and results before
   the last N messages go, N from the ladder ``[64, 32, 16, 8, 4]`` (the widest that fits, or the
@@ -43,6 +46,10 @@ AMBER_FROM = 66
 RED_FROM = 90
 DIGEST_LIMIT = 1_500
 FILE_TOOLS = ("read_file", "write_file", "edit_file", "grep", "list_files")
+#: the estimate of one image, in tokens (see the module doc)
+IMAGE_TOKENS = 800
+#: images sent with one request: the newest few
+KEEP_IMAGES = 3
 
 
 # -- the one measure ------------------------------------------------------------------------------
@@ -58,6 +65,7 @@ _ENCRYPTED = len(', "encrypted": ')
 _CALL = len('{"type": "tool_call", "callId": , "name": , "arguments": }')
 _RESULT = len('{"type": "tool_result", "callId": , "name": , "output": }')
 _IS_ERROR = len(', "isError": true')
+_IMAGES = len(', "images": ')
 _MESSAGE = len('{"role": , "parts": []}')
 
 
@@ -66,18 +74,19 @@ def _json_len(value: Any) -> int:
 
 
 def part_chars(part: Part, *, with_id: bool = True) -> int:
-    """``len(json.dumps(part_to_json(part)))``; with ``with_id=False`` as if its item id were detached."""
-    kind = type(part)
-    if kind is TextPart:
-        n = _TEXT + _json_len(part.text)  # type: ignore[union-attr]
-    elif kind is ToolResultPart:
-        n = (_RESULT + _json_len(part.call_id) + _json_len(part.name)  # type: ignore[union-attr]
-             + _json_len(part.output) + (_IS_ERROR if part.is_error else 0))  # type: ignore[union-attr]
-    elif kind is ToolCallPart:
-        n = (_CALL + _json_len(part.call_id) + _json_len(part.name)  # type: ignore[union-attr]
-             + _json_len(part.arguments))  # type: ignore[union-attr]
+    """``len(json.dumps(part_to_json(part)))`` (plus ``IMAGE_TOKENS * 4`` per image); with
+    ``with_id=False`` as if its item id were detached."""
+    if isinstance(part, TextPart):
+        n = _TEXT + _json_len(part.text)
+    elif isinstance(part, ToolResultPart):
+        n = _RESULT + _json_len(part.call_id) + _json_len(part.name) + _json_len(part.output)
+        if part.is_error:
+            n += _IS_ERROR
+        if part.images:
+            n += _IMAGES + len(json.dumps([i.to_json() for i in part.images])) + IMAGE_TOKENS * 4 * len(part.images)
+    elif isinstance(part, ToolCallPart):
+        n = _CALL + _json_len(part.call_id) + _json_len(part.name) + _json_len(part.arguments)
     else:
-        assert isinstance(part, ReasoningPart)
         n = _REASONING + len(json.dumps(list(part.summary)))
         if part.encrypted is not None:
             n += _ENCRYPTED + _json_len(part.encrypted)
@@ -206,6 +215,49 @@ def detach_provider_items(messages: list[Message]) -> list[Message]:
     return out
 
 
+# -- images ---------------------------------------------------------------------------------------
+def limit_images(messages: list[Message], keep: int = KEEP_IMAGES) -> tuple[list[Message], int]:
+    """The wire copy with only the newest ``keep`` images; each older one is replaced by a line in its
+    result's text naming what it showed. Returns ``(messages, how many were left out)``; the same list
+    when nothing goes. The session's own history keeps every image."""
+    seen = 0
+    cut_at = -1  # messages before this index lose their images
+    for i in range(len(messages) - 1, -1, -1):
+        for p in messages[i].parts:
+            if isinstance(p, ToolResultPart) and p.images:
+                seen += len(p.images)
+        if seen > keep:
+            cut_at = i
+            break
+    if cut_at < 0:
+        return messages, 0
+    out: list[Message] = []
+    dropped = 0
+    remaining = keep
+    # walk newest first so the newest `keep` images survive, even inside one message
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if i > cut_at or not any(isinstance(p, ToolResultPart) and p.images for p in m.parts):
+            if i > cut_at:
+                remaining -= sum(len(p.images) for p in m.parts if isinstance(p, ToolResultPart))
+            out.append(m)
+            continue
+        parts: list[Part] = []
+        for p in reversed(m.parts):
+            if isinstance(p, ToolResultPart) and p.images:
+                kept = p.images[len(p.images) - max(0, remaining) :] if remaining > 0 else []
+                gone = p.images[: len(p.images) - len(kept)]
+                remaining -= len(kept)
+                dropped += len(gone)
+                notes = "".join(
+                    f"\n[image left out of this request to save context: {g.alt or 'an image'}]" for g in gone
+                )
+                p = replace(p, images=list(kept), output=p.output + notes, meta=dict(p.meta))
+            parts.append(p)
+        out.append(Message(m.role, parts[::-1]))
+    return out[::-1], dropped
+
+
 # -- pruning --------------------------------------------------------------------------------------
 @dataclass
 class PruneResult:
@@ -278,8 +330,9 @@ def _first_user_index(messages: list[Message]) -> int:
     return next((i for i, m in enumerate(messages) if m.role == "user"), -1)
 
 
-def _with_digest(messages: list[Message], wire: list[Message], span: tuple[int, int] | None,
-                 note: str | None) -> list[Message]:
+def _with_digest(
+    messages: list[Message], wire: list[Message], span: tuple[int, int] | None, note: str | None
+) -> list[Message]:
     """``wire`` never empty (else the first user prompt, or a marker), with the digest of ``span`` as a
     user message right after the first prompt."""
     if not wire:
@@ -287,11 +340,12 @@ def _with_digest(messages: list[Message], wire: list[Message], span: tuple[int, 
     if span is None or note is None:
         return wire
     at = _first_user_index(wire)
-    return wire[: at + 1] + [Message.user(note)] + wire[at + 1:]
+    return wire[: at + 1] + [Message.user(note)] + wire[at + 1 :]
 
 
-def keep_tail(messages: list[Message], keep: int, *, digest: bool = True
-              ) -> tuple[list[Message], tuple[int, int] | None]:
+def keep_tail(
+    messages: list[Message], keep: int, *, digest: bool = True
+) -> tuple[list[Message], tuple[int, int] | None]:
     """One rung of the ladder as messages: the plan for ``keep`` built, with the digest of the pruned
     span inserted (``digest``). Never an empty list."""
     plan, span = _plan(messages, keep)
@@ -300,8 +354,9 @@ def keep_tail(messages: list[Message], keep: int, *, digest: bool = True
     return _with_digest(messages, wire, span, note), span
 
 
-def prune_to_fit(messages: list[Message], threshold: int = DEFAULT_THRESHOLD, *,
-                 meter: TokenMeter | None = None, digest: bool = True) -> PruneResult:
+def prune_to_fit(
+    messages: list[Message], threshold: int = DEFAULT_THRESHOLD, *, meter: TokenMeter | None = None, digest: bool = True
+) -> PruneResult:
     """The wire copy of ``messages`` that fits ``threshold`` estimated tokens (see module doc)."""
     n = len(messages)
     est = meter.estimate(messages) if meter is not None else estimate_tokens(messages)
@@ -384,8 +439,10 @@ def pruned_digest(messages: list[Message], span: tuple[int, int], hidden: int) -
         more = f" (+{len(files) - len(shown)} more)" if len(files) > len(shown) else ""
         lines.append("files touched: " + ", ".join(shown) + more)
     if outcomes:
-        lines.append(f"outcomes: {errors} error{'s' if errors != 1 else ''}; last: "
-                     + " | ".join(_outcome(p) for p in outcomes[-3:]))
+        lines.append(
+            f"outcomes: {errors} error{'s' if errors != 1 else ''}; last: "
+            + " | ".join(_outcome(p) for p in outcomes[-3:])
+        )
     if decisions:
         lines.append("decisions: " + " | ".join(_clip_line(text, 120) for text in decisions[-3:]))
     return cut("\n".join(lines), DIGEST_LIMIT, ellipsis="…")
@@ -396,6 +453,20 @@ def _clip_line(text: str, limit: int) -> str:
 
 
 __all__ = [
-    "DEFAULT_THRESHOLD", "LADDER", "PruneResult", "TokenMeter", "detach_provider_items", "estimate_tokens",
-    "keep_tail", "message_chars", "meter_label", "part_chars", "percent", "prune_to_fit", "pruned_digest",
+    "DEFAULT_THRESHOLD",
+    "IMAGE_TOKENS",
+    "KEEP_IMAGES",
+    "LADDER",
+    "PruneResult",
+    "TokenMeter",
+    "detach_provider_items",
+    "estimate_tokens",
+    "keep_tail",
+    "limit_images",
+    "message_chars",
+    "meter_label",
+    "part_chars",
+    "percent",
+    "prune_to_fit",
+    "pruned_digest",
 ]

@@ -18,10 +18,14 @@ from ..text import first_line
 from ..tools import Tool, ToolContext, run_tool
 from ..transcript import Message, ToolCallPart
 
-PROMPT_BLOCK = ("Kernel restarted since this session's earlier turns: these variables they created no longer "
-                "exist: {names} (use /rebuild or recreate them before relying on them).")
-NOTICE = ("kernel restarted: {count} from earlier turns {verb} gone ({names}) — "
-          "%shiro /rebuild re-runs the code that made them")
+PROMPT_BLOCK = (
+    "Kernel restarted since this session's earlier turns: these variables they created no longer "
+    "exist: {names} (use /rebuild or recreate them before relying on them)."
+)
+NOTICE = (
+    "kernel restarted: {count} from earlier turns {verb} gone ({names}) — "
+    "%shiro /rebuild re-runs the code that made them"
+)
 NAMES_SHOWN = 12
 
 
@@ -158,8 +162,9 @@ def notice(names: list[str]) -> str:
     return NOTICE.format(count=count, verb="is" if len(names) == 1 else "are", names=_shown(names))
 
 
-def rebuild(session: Session, namespace: dict[str, Any] | None, tools: dict[str, Tool], approval: str,
-            ctx: ToolContext) -> tuple[str, dict[str, str]]:
+def rebuild(
+    session: Session, namespace: dict[str, Any] | None, tools: dict[str, Tool], approval: str, ctx: ToolContext
+) -> tuple[str, dict[str, str]]:
     """``/rebuild``: re-run the recorded code that made the lost variables, in order and each block once,
     through the ``python`` tool under the approval rules of a turn. Returns the text to show and the
     variables still missing afterwards (name -> code)."""

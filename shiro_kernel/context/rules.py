@@ -35,14 +35,13 @@ def answered_only(parts: list[Part], calls: set[str]) -> list[Part]:
     message's own calls were added to ``calls``. The same list object when nothing goes."""
     orphan = False
     for p in parts:
-        kind = type(p)
-        if kind is ToolCallPart:
-            calls.add(p.call_id)  # type: ignore[union-attr]
-        elif kind is ToolResultPart and p.call_id not in calls:  # type: ignore[union-attr]
+        if isinstance(p, ToolCallPart):
+            calls.add(p.call_id)
+        elif isinstance(p, ToolResultPart) and p.call_id not in calls:
             orphan = True
     if not orphan:
         return parts
-    return [p for p in parts if not (type(p) is ToolResultPart and p.call_id not in calls)]  # type: ignore[union-attr]
+    return [p for p in parts if not (isinstance(p, ToolResultPart) and p.call_id not in calls)]
 
 
 def _keeps_id_without_store(part: Part) -> bool:
@@ -59,7 +58,7 @@ def pending_calls(messages: list[Message]) -> list[ToolCallPart]:
     calls = messages[last].tool_calls()
     own = {c.call_id for c in calls}
     answered: set[str] = set()
-    for m in messages[last + 1:]:
+    for m in messages[last + 1 :]:
         if m.role != "tool" or any(not isinstance(p, ToolResultPart) or p.call_id not in own for p in m.parts):
             return []
         answered.update(p.call_id for p in m.parts if isinstance(p, ToolResultPart))
@@ -88,8 +87,11 @@ def _ids_to_detach(message: Message, *, store: bool, known_ids: set[str] | None)
     if message.role == "assistant":
         reasoning = [i for i, p in enumerate(message.parts) if isinstance(p, ReasoningPart)]
         lost = any(message.parts[i].item_id is None or i in drop for i in reasoning)
-        others = [i for i, p in enumerate(message.parts) if p.item_id is not None and i not in drop
-                  and not isinstance(p, ReasoningPart)]
+        others = [
+            i
+            for i, p in enumerate(message.parts)
+            if p.item_id is not None and i not in drop and not isinstance(p, ReasoningPart)
+        ]
         if lost and others:
             drop.update(i for i, p in enumerate(message.parts) if p.item_id is not None)
             pairing = True
@@ -125,13 +127,12 @@ def _healthy(messages: list[Message], *, store: bool, known_ids: set[str] | None
         if reasoning_lost and sibling_id and m.role == "assistant":
             return False
     unanswered = calls - answered
-    if unanswered and (not keep_pending or unanswered - _pending_ids(messages, unanswered)):
-        return False
-    return True
+    return not (unanswered and (not keep_pending or unanswered - _pending_ids(messages, unanswered)))
 
 
-def check_and_repair(messages: list[Message], *, store: bool, known_ids: set[str] | None = None,
-                     keep_pending: bool = True) -> tuple[list[Message], list[str]]:
+def check_and_repair(
+    messages: list[Message], *, store: bool, known_ids: set[str] | None = None, keep_pending: bool = True
+) -> tuple[list[Message], list[str]]:
     """``(messages, repairs)``: the history the provider will accept, and one line per repair.
 
     A healthy history returns the same list object and ``[]``. ``keep_pending=False`` answers even a
@@ -171,7 +172,9 @@ def check_and_repair(messages: list[Message], *, store: bool, known_ids: set[str
                 i += 1
                 if not missing:
                     continue
-                results = [ToolResultPart(c.call_id, c.name, NEVER_ANSWERED, is_error=True) for c in missing]
+                results: list[Part] = [
+                    ToolResultPart(c.call_id, c.name, NEVER_ANSWERED, is_error=True) for c in missing
+                ]
                 for c in missing:
                     repairs.append(f"answered a call that never got a result ({c.name}, {c.call_id})")
                 if i < len(out) and out[i].role == "tool":  # this message's own results: add to them
@@ -185,8 +188,11 @@ def check_and_repair(messages: list[Message], *, store: bool, known_ids: set[str
     store_off = stale = paired = 0
     with_ids: list[Message] = []
     for m in out:
-        drop, n_off, n_stale, pairing = (_ids_to_detach(m, store=store, known_ids=known_ids)
-                                         if any(p.item_id is not None for p in m.parts) else ([], 0, 0, False))
+        drop, n_off, n_stale, pairing = (
+            _ids_to_detach(m, store=store, known_ids=known_ids)
+            if any(p.item_id is not None for p in m.parts)
+            else ([], 0, 0, False)
+        )
         if not drop:
             with_ids.append(m)
             continue
@@ -194,16 +200,20 @@ def check_and_repair(messages: list[Message], *, store: bool, known_ids: set[str
         stale += n_stale
         paired += pairing
         gone = set(drop)
-        with_ids.append(Message(m.role, [replace(p, item_id=None, meta=dict(p.meta)) if i in gone else p
-                                         for i, p in enumerate(m.parts)]))
+        with_ids.append(
+            Message(
+                m.role, [replace(p, item_id=None, meta=dict(p.meta)) if i in gone else p for i, p in enumerate(m.parts)]
+            )
+        )
     out = with_ids
     if store_off:
         repairs.append(f"{ROUTINE} sent {store_off} stored item id{'s' if store_off != 1 else ''} inline")
     if stale:
         repairs.append(f"detached {stale} item id{'s' if stale != 1 else ''} the provider no longer holds")
     if paired:
-        repairs.append(f"sent {paired} assistant message{'s' if paired != 1 else ''} inline: "
-                       "its reasoning item is missing")
+        repairs.append(
+            f"sent {paired} assistant message{'s' if paired != 1 else ''} inline: its reasoning item is missing"
+        )
     return out, repairs
 
 

@@ -9,6 +9,7 @@ byte of the file is preserved. It is read-modify-written under an exclusive lock
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Callable
@@ -21,6 +22,11 @@ from ..store import files, paths
 SCOPES = ("project", "system")
 INDEX = "index"
 MAX_NAME = 100
+#: the estimated tokens one scope's index may reach before a write that takes it over gets a note
+#: (samagotchi's ``memory.index_warn_tokens``; 0 turns the note off)
+INDEX_WARN_TOKENS = 2500
+#: characters per estimated token (samagotchi's ``context.chars_per_token`` default)
+CHARS_PER_TOKEN = 4.0
 INDEX_HEADER = (
     "# Memory Index\n\n"
     "Managed entries below are auto-maintained by memory_write "
@@ -28,6 +34,7 @@ INDEX_HEADER = (
 )
 #: a managed line (``- **name** · …``), a legacy ``- **name**: desc`` line, or a bare ``- **name**``
 INDEX_LINE = re.compile(r"\A- \*\*(.+?)\*\*[ \t]*(?:[·•].*|:.*)?\Z")
+
 
 def system_dir() -> Path:
     return paths.home() / "memories"
@@ -81,14 +88,26 @@ def _existing_description(line: str, name: str) -> str | None:
     return m.group(1) if m else None
 
 
+def managed_line_of(content: str | None, name: str) -> str | None:
+    """The managed (or legacy) index line of ``name`` in ``content``, without its newline; None."""
+    m = _managed_pattern(name).search(content or "")
+    return m.group(0).rstrip("\r\n") if m else None
+
+
+def owner_of_line(line: str) -> str | None:
+    """The bundle a managed line says the memory came from (`` · from <bundle>``), else None."""
+    return _existing_owner(line)
+
+
 def _existing_owner(line: str) -> str | None:
     head = line.split(" — ", 1)[0]
     m = re.search(r" · from (\S+)", head)
     return m.group(1) if m else None
 
 
-def upsert_index_text(content: str | None, name: str, scope: str, size: int, description: str | None,
-                      owner: str | None = None) -> str:
+def upsert_index_text(
+    content: str | None, name: str, scope: str, size: int, description: str | None, owner: str | None = None
+) -> str:
     """``content`` with the managed line of ``name`` replaced in place (or appended). A blank
     ``description`` keeps the old one; the bundle owner (``· from X``) is kept unless given."""
     if content is None or not content.strip():
@@ -99,7 +118,7 @@ def upsert_index_text(content: str | None, name: str, scope: str, size: int, des
         old = m.group(0).rstrip("\r\n")
         desc = description if (description or "").strip() else _existing_description(old, name)
         line = managed_line(name, scope, size, desc, owner or _existing_owner(old))
-        return content[: m.start()] + line + m.group(1) + content[m.end():]
+        return content[: m.start()] + line + m.group(1) + content[m.end() :]
     line = managed_line(name, scope, size, description, owner)
     return f"{content}{line}\n" if content.endswith("\n") else f"{content}\n{line}\n"
 
@@ -119,3 +138,22 @@ def update_index(dir_: Path, change: Callable[[str | None], str | None]) -> None
         new = change(content)
         if new is not None and new != content:
             files.write_atomic(index, new)
+
+
+# -- the index's size -----------------------------------------------------------------------------
+def index_tokens(text: str) -> int:
+    """The estimated tokens of an index text as a prompt carries it: characters / 4, rounded up."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def crossing_note(scope: str, before: int, after: int, limit: int = INDEX_WARN_TOKENS) -> str | None:
+    """The seed's note for a write that took ``scope``'s index from at or under ``limit`` tokens to over
+    it; None otherwise (once per crossing: a write while the index is already over gets none, so the
+    tightening it asks for starts no loop). A limit that is not positive is off."""
+    if limit <= 0 or after <= limit or before > limit:
+        return None
+    return (
+        f"Note: the {scope} memory index is now ~{after} tokens (over memory.index_warn_tokens {limit}) and is "
+        "sent with every prompt. When you next have a moment, tighten long index descriptions (memory_write "
+        "with name, scope and description only). Don't remove or merge memories unless the user asks."
+    )

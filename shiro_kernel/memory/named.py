@@ -8,13 +8,16 @@ Two scopes of markdown files, each with its own ``index.md``:
 :class:`MemoryStore` reads and writes them; a refused operation (a bad name or scope, a muted or missing
 memory) raises :class:`~shiro_kernel.errors.MemoryRefused` with the seed's sentence, and the tools turn it
 into the model's ``Error: …`` result. The ``index.md`` of each scope is kept by
-:mod:`~shiro_kernel.memory.index_file`; every file is written atomically.
+:mod:`~shiro_kernel.memory.index_file`; every file is written atomically. ``memory_write`` with
+``remove`` moves a memory and its overlays to the trash (``<system>/.bundles/.trash/memory-<name>-<time>/``);
+a write that takes a scope's index over :data:`~shiro_kernel.memory.index_file.INDEX_WARN_TOKENS` says so.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +29,15 @@ from . import bundles
 from .index_file import (
     INDEX,
     INDEX_LINE,
+    INDEX_WARN_TOKENS,
     SCOPES,
     check_name,
+    crossing_note,
+    index_tokens,
+    managed_line_of,
+    owner_of_line,
     project_dir,
+    remove_index_text,
     system_dir,
     update_index,
     upsert_index_text,
@@ -136,7 +145,19 @@ def record_provenance(dir_: Path, name: str, source: dict[str, Any] | None) -> N
 
 def _is_overlay_file(path: Path) -> bool:
     m = _OVERLAY_NAME.search(path.name)
-    return bool(m) and (path.parent / (path.name[: m.start()] + ".md")).exists()
+    return m is not None and (path.parent / (path.name[: m.start()] + ".md")).exists()
+
+
+def _overlay_files(dir_: Path, name: str, index_text: str) -> list[Path]:
+    """``name``'s model overlays in ``dir_`` (``<name>.<key>.md``), except a dotted name that is a memory of
+    its own (it has an index line)."""
+    pattern = re.compile(re.escape(name) + r"\.([a-z0-9-]+)\.md")
+    out = []
+    for child in sorted(dir_.iterdir()) if dir_.is_dir() else []:
+        m = pattern.fullmatch(child.name)
+        if m and child.is_file() and managed_line_of(index_text, f"{name}.{m.group(1)}") is None:
+            out.append(child)
+    return out
 
 
 def clean_description(description: str | None) -> str | None:
@@ -172,13 +193,28 @@ class Found:
 
 class MemoryStore:
     """The named memories seen by one session: both scope folders, the model (for overlays) and
-    the session's muted names."""
+    the session's muted names.
 
-    def __init__(self, system_dir: Path, project_dir: Path, model: str | None = None,
-                 muted: Iterable[str] | None = None) -> None:
+    ``fallback_model`` is the seed's alias: the name the model was typed as, when the name sent to the
+    server (``model``) was resolved from it. Overlays are keyed by ``model``; the alias's own overlay is
+    read only when ``model``'s key has none. ``index_warn_tokens`` (0: off) is the index size a write
+    may take a scope to before its result carries the seed's note."""
+
+    def __init__(
+        self,
+        system_dir: Path,
+        project_dir: Path,
+        model: str | None = None,
+        muted: Iterable[str] | None = None,
+        *,
+        fallback_model: str | None = None,
+        index_warn_tokens: int = INDEX_WARN_TOKENS,
+    ) -> None:
         self.system_dir = Path(system_dir)
         self.project_dir = Path(project_dir)
         self.model = model
+        self.fallback_model = fallback_model
+        self.index_warn_tokens = index_warn_tokens
         self.muted: list[str] = normalize_mute_list(muted)
         #: where writes come from ({sessionId, notebook, cell, gitCommit}); set by the agent per turn
         self.provenance: dict[str, Any] | None = None
@@ -189,12 +225,26 @@ class MemoryStore:
         return entry if isinstance(entry, dict) else None
 
     @classmethod
-    def for_project(cls, root: Path, model: str | None = None, muted: Iterable[str] | None = None) -> MemoryStore:
-        return cls(system_dir(), project_dir(root), model, muted)
+    def for_project(
+        cls,
+        root: Path,
+        model: str | None = None,
+        muted: Iterable[str] | None = None,
+        *,
+        fallback_model: str | None = None,
+    ) -> MemoryStore:
+        return cls(system_dir(), project_dir(root), model, muted, fallback_model=fallback_model)
 
     @property
     def model_key(self) -> str | None:
         return key_for(self.model)
+
+    @property
+    def fallback_key(self) -> str | None:
+        """The overlay key read when :attr:`model_key` has no overlay: the key of the name the model was
+        typed as (an alias); None without one, or when it is the key itself."""
+        key = key_for(self.fallback_model)
+        return None if key == self.model_key else key
 
     def dir_for(self, scope: str) -> Path:
         return self.project_dir if scope == "project" else self.system_dir
@@ -206,7 +256,9 @@ class MemoryStore:
         index = dir_ / f"{INDEX}.md"
         if index.is_file():
             return index.read_bytes().decode("utf-8", errors="replace")
-        entries = sorted(p for p in dir_.glob("*.md") if p.is_file() and not _is_overlay_file(p)) if dir_.is_dir() else []
+        entries = (
+            sorted(p for p in dir_.glob("*.md") if p.is_file() and not _is_overlay_file(p)) if dir_.is_dir() else []
+        )
         if not entries:
             return NO_MEMORIES
         return NO_INDEX + "\n".join(p.name[:-3] for p in entries)
@@ -220,8 +272,15 @@ class MemoryStore:
     def prompt_block(self) -> str:
         """The system-prompt injection: both indexes (muted lines dropped, bundle ``[needs …]``
         markers added for missing commands)."""
-        return "\n".join(["Project memories:", self._visible_index("project", True), "",
-                          "System memories:", self._visible_index("system", True)])
+        return "\n".join(
+            [
+                "Project memories:",
+                self._visible_index("project", True),
+                "",
+                "System memories:",
+                self._visible_index("system", True),
+            ]
+        )
 
     def exists(self, name: str) -> bool:
         return any((self.dir_for(s) / f"{name}.md").is_file() for s in SCOPES)
@@ -238,8 +297,9 @@ class MemoryStore:
         resolved = check_scope(scope)
         if resolved:
             return self._visible_index(resolved)
-        return "\n".join(["Project memories:", self._visible_index("project"), "",
-                          "System memories:", self._visible_index("system")])
+        return "\n".join(
+            ["Project memories:", self._visible_index("project"), "", "System memories:", self._visible_index("system")]
+        )
 
     def read(self, names: str, scope: str | None = None) -> Found:
         """The entries of a comma list of names, project first then system unless ``scope`` is given.
@@ -252,18 +312,23 @@ class MemoryStore:
         for n in wanted:
             check_name(n)
         found = Found(muted=[n for n in wanted if normalize_mute(n) in self.muted])
-        key = self.model_key
+        keys = [k for k in (self.model_key, self.fallback_key) if k]
         for n in wanted:
             if n in found.muted:
                 continue
-            for s in ([resolved] if resolved else list(SCOPES)):
+            for s in [resolved] if resolved else list(SCOPES):
                 path = self.dir_for(s) / f"{n}.md"
                 if path.is_file():
                     body = path.read_text(encoding="utf-8", errors="replace")
-                    overlay = self.dir_for(s) / f"{n}.{key}.md" if key else None
-                    if overlay is not None and overlay.is_file():
-                        body += (SEPARATOR + f"Model-specific guidance ({key}):\n"
-                                 + overlay.read_text(encoding="utf-8", errors="replace"))
+                    for key in keys:  # the model's own overlay, else the alias's
+                        overlay = self.dir_for(s) / f"{n}.{key}.md"
+                        if overlay.is_file():
+                            body += (
+                                SEPARATOR
+                                + f"Model-specific guidance ({key}):\n"
+                                + overlay.read_text(encoding="utf-8", errors="replace")
+                            )
+                            break
                     found.bodies.append(body)
                     break
             else:
@@ -271,10 +336,18 @@ class MemoryStore:
         return found
 
     # -- memory_write --------------------------------------------------------------------------
-    def write(self, scope: str | None, name: str | None, content: str | None, description: str | None = None,
-              current_model_only: bool = False) -> str:
+    def write(
+        self,
+        scope: str | None,
+        name: str | None,
+        content: str | None,
+        description: str | None = None,
+        current_model_only: bool = False,
+        remove: bool = False,
+    ) -> str:
         """Write an entry (or its model overlay) and refresh its index line; returns the seed's sentence
-        with the full path. Refusals raise :class:`~shiro_kernel.errors.MemoryRefused`."""
+        with the full path. With ``remove``, :meth:`remove` it instead (name and scope only). Refusals
+        raise :class:`~shiro_kernel.errors.MemoryRefused`."""
         name = (name or "").strip()
         body = "" if content is None else str(content)
         if not name:
@@ -282,6 +355,12 @@ class MemoryStore:
         if not (scope or "").strip():
             raise MemoryRefused("scope is required")
         check_name(name)
+        if remove:
+            if body or (description or "").strip() or current_model_only:
+                raise MemoryRefused(
+                    "remove: true takes only name and scope (no content, description or current_model_only)"
+                )
+            return self.remove(scope, name)
         resolved = check_scope(scope)
         assert resolved is not None
         desc = clean_description(description)
@@ -289,11 +368,14 @@ class MemoryStore:
         path = dir_ / f"{name}.md"
         if not body:
             if desc and name != INDEX and not current_model_only and path.is_file():
+                before = self._index_size(resolved)
                 size = path.stat().st_size
                 update_index(dir_, lambda c: upsert_index_text(c, name, resolved, size, desc))
                 record_provenance(dir_, name, self.provenance)
-                return (f"Memory '{name}' description updated in {resolved} scope (file unchanged: {path})."
-                        " Index line refreshed automatically.")
+                return (
+                    f"Memory '{name}' description updated in {resolved} scope (file unchanged: {path})."
+                    " Index line refreshed automatically." + self._size_note(resolved, before)
+                )
             raise MemoryRefused("content is required")
         if current_model_only:
             return self._write_overlay(dir_, resolved, name, path, body)
@@ -301,11 +383,72 @@ class MemoryStore:
         if name == INDEX:
             update_index(dir_, lambda _c: body)
             return f"Memory '{name}' saved to {resolved} scope ({size} bytes). File written: {path}"
+        before = self._index_size(resolved)
         files.write_atomic(path, body)
         update_index(dir_, lambda c: upsert_index_text(c, name, resolved, size, desc))
         record_provenance(dir_, name, self.provenance)
-        return (f"Memory '{name}' saved to {resolved} scope ({size} bytes). File written: {path}"
-                " Index line refreshed automatically.")
+        return (
+            f"Memory '{name}' saved to {resolved} scope ({size} bytes). File written: {path}"
+            " Index line refreshed automatically." + self._size_note(resolved, before)
+        )
+
+    def remove(self, scope: str | None, name: str) -> str:
+        """``memory_write`` with ``remove: true``: move ``<name>.md`` and its model overlays into one trash
+        folder, ``<system>/.bundles/.trash/memory-<name>-<time>/``, and drop the index line (a line whose
+        file is already gone is dropped alone). The index and a memory a bundle owns (its record lists it,
+        or its line says ``· from <bundle>``) are refused."""
+        if name == INDEX:
+            raise MemoryRefused("the index can't be removed; it is kept up to date for you")
+        check_name(name)
+        resolved = check_scope(scope)
+        if resolved is None:
+            raise MemoryRefused("scope is required")
+        dir_ = self.dir_for(resolved)
+        index = dir_ / f"{INDEX}.md"
+        index_text = index.read_bytes().decode("utf-8", errors="replace") if index.is_file() else ""
+        line = managed_line_of(index_text, name)
+        owner = bundles.owner_of(dir_, f"{name}.md") or (owner_of_line(line) if line else None)
+        if owner:
+            raise MemoryRefused(
+                f"memory '{name}' came from bundle {owner}; `shiro bundle uninstall {owner}` removes it"
+            )
+        path = dir_ / f"{name}.md"
+
+        def drop(content: str | None) -> str | None:
+            return None if content is None else remove_index_text(content, name)
+
+        if not path.is_file():
+            if line is None:
+                raise MemoryRefused(f"no memory '{name}' in {resolved} scope")
+            update_index(dir_, drop)
+            return f"Memory '{name}' had no file in {resolved} scope; its dangling index line was dropped."
+        trash = bundles.trash_dir(self.system_dir, f"memory-{name}")
+        for file in [path, *_overlay_files(dir_, name, index_text)]:
+            try:
+                trash.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(file), str(trash / file.name))
+            except OSError as exc:
+                raise StoreError(f"could not move {file} to the trash {trash} ({exc.strerror or exc})") from exc
+        update_index(dir_, drop)
+        return f"Memory '{name}' removed from {resolved} scope: moved to {trash}; index line dropped."
+
+    def _index_size(self, scope: str) -> int | None:
+        """The scope's index size in estimated tokens before a write, or None when the note is off or the
+        index cannot be read (measuring never fails a write)."""
+        if self.index_warn_tokens <= 0:
+            return None
+        try:
+            return index_tokens(self.index_text(scope))
+        except OSError:
+            return None
+
+    def _size_note(self, scope: str, before: int | None) -> str:
+        """A blank line and the seed's note when this write took the scope's index over the limit, else ""."""
+        if before is None:
+            return ""
+        after = self._index_size(scope)
+        note = crossing_note(scope, before, after, self.index_warn_tokens) if after is not None else None
+        return f"\n\n{note}" if note else ""
 
     def _write_overlay(self, dir_: Path, scope: str, name: str, path: Path, body: str) -> str:
         key = self.model_key
@@ -316,9 +459,11 @@ class MemoryStore:
         if name == INDEX:
             raise MemoryRefused("current_model_only is incompatible with the index entry")
         if not path.is_file():
-            raise MemoryRefused(f"no base entry '{name}' in {scope} scope; a model overlay is only loaded together "
-                                "with its base. Write the base entry first (without current_model_only), then write "
-                                "the overlay.")
+            raise MemoryRefused(
+                f"no base entry '{name}' in {scope} scope; a model overlay is only loaded together "
+                "with its base. Write the base entry first (without current_model_only), then write "
+                "the overlay."
+            )
         overlay = dir_ / f"{name}.{key}.md"
         files.write_atomic(overlay, body)
         record_provenance(dir_, f"{name}.{key}", self.provenance)

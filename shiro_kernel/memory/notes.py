@@ -236,8 +236,10 @@ class NoteStore:
         entries = self.entries()
         before = len(entries)
         if before <= SUMMARIZE_PAST:
-            return (f"memory left as is: {before} entries, not past {SUMMARIZE_PAST} yet "
-                    f"(nothing is merged until there are more than {SUMMARIZE_PAST})")
+            return (
+                f"memory left as is: {before} entries, not past {SUMMARIZE_PAST} yet "
+                f"(nothing is merged until there are more than {SUMMARIZE_PAST})"
+            )
         unused = [e for e in entries if not e["hits"]]
         if len(unused) < SUMMARIZE_MIN_UNUSED:
             return f"memory left as is: {before} entries, too few unused ones to merge"
@@ -250,8 +252,15 @@ class NoteStore:
         for line in (reply or "").splitlines():
             m = _SUMMARY_LINE.match(line)
             if m:
-                merged.append({"id": uuid7(), "kind": m.group(1).lower(), "text": m.group(2)[:MAX_TEXT],
-                               "createdAt": now_iso(), "hits": 0})
+                merged.append(
+                    {
+                        "id": uuid7(),
+                        "kind": m.group(1).lower(),
+                        "text": m.group(2)[:MAX_TEXT],
+                        "createdAt": now_iso(),
+                        "hits": 0,
+                    }
+                )
         if not merged:
             return "memory left as is: the model's reply had no parseable notes"
         sent = {e["id"] for e in unused}

@@ -3,45 +3,98 @@
 ``Provider.stream(...)`` sends the transcript to the model over the Responses API or Chat
 Completions and yields the project's own events (:mod:`shiro_kernel.events`): text and reasoning
 deltas, usage, then ``Done`` with the assistant message — or one ``Error`` whose message is a
-single clear sentence (never a traceback, never the key).
+single clear sentence (never a traceback, never the key, never credentials from the base URL).
 
-* 429, 5xx, timeouts and dropped connections are retried with backoff by the client
-  (``max_retries``); a stream that breaks before anything was shown is retried here too.
+How a call goes out: :mod:`~shiro_kernel.provider.wire` builds the request body as exact API JSON, and
+the SDK posts it (``client.post``: auth, base URL, headers, its error classes). A streamed answer is
+read as raw SSE, decoded by the SDK's own SSE decoder, and fed as plain dicts to the ``wire`` parsers,
+each text delta handed on as it arrives. The SDK's typed models are not used: building their pydantic
+schemas cost ~1.3 s on a kernel's first call, and validating every event ~25 ms per streamed step,
+only for the turn loop to turn the objects back into dicts.
+
+Time limits (``timeout_s``, ``max_retries``):
+
+* ``timeout_s`` bounds connecting, the wait for the answer to start, and every gap between two events
+  of a stream — keep-alive comments do not count as events, so a stream that only sends keep-alives, or
+  stalls mid-answer, ends after ``timeout_s`` too.
+* Retries: after a 408, 409, 429 or 5xx, a timeout, a dropped connection, or a stream that broke before
+  anything was shown, at most ``max_retries`` times, waiting as the server's ``retry-after`` says or
+  with exponential backoff (0.5 s, 1 s, 2 s … at most 8 s, with jitter). All attempts and waits share
+  one budget of ``2 × timeout_s`` (:attr:`Provider.retry_budget_s`) counted from the start of the call:
+  a retry starts only when at least a quarter of ``timeout_s`` is left after its wait, and it gets at
+  most what is left. (With ``timeout_s = 5`` a server that never answers costs 10 s, not 24.7 s.)
+  A stream that is delivering is never cut by the budget, only by a gap of ``timeout_s``.
+* Not retried: a 5xx whose message says the model takes no images (llama.cpp answers 500 for it), an
+  answer that is not the API's (an HTML proxy or login page: it says what came and which base URL to
+  check), and any other 4xx.
 * Chat Completions refused for a model ("only supported in v1/responses") falls back to the
   Responses API for the rest of the provider's life, mid-turn, with a notice.
+
+Nothing here imports :mod:`shiro_kernel.events` or :mod:`~shiro_kernel.provider.wire` at import time:
+``%load_ext`` imports this package, and those modules are imported by the warm-up thread or the first
+call instead.
 """
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlparse
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..config import environment
-from ..errors import MissingKey
-from ..events import Done, Error, Notice, ProviderEvent, Usage
-from ..transcript import Message
-from . import wire
+
+if TYPE_CHECKING:
+    from ..events import Notice, ProviderEvent, ReasoningDelta, TextDelta
+    from ..transcript import Message
+    from .wire import ChatStream, ImageSource, ResponsesStream
 
 _NO_KEY_HELP = (
     "No API key: set OPENAI_API_KEY (in a notebook: %env OPENAI_API_KEY=sk-...), or point shiro at a "
     "local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) with "
-    "%config Shiro.base_url = \"http://localhost:11434/v1\" (or OPENAI_BASE_URL), where no key is needed."
+    '%config Shiro.base_url = "http://localhost:11434/v1" (or OPENAI_BASE_URL), where no key is needed.'
 )
+_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # A local server needs no key, but the client insists on one; this placeholder goes only to the server.
 _PLACEHOLDER_KEY = "no-key-needed"
-_RESPONSES_ONLY = re.compile(r"only supported in v1/responses|not supported in (the )?v1/chat/completions"
-                             r"|use the responses api", re.I)
+# Regular expressions are kept as source and compiled on first use (``re`` caches them): ``%load_ext``
+# imports this module, and most of them never run in a session.
+_RESPONSES_ONLY = (
+    r"(?i)only supported in v1/responses|not supported in (the )?v1/chat/completions|use the responses api"
+)
 #: the provider no longer holds an item the history refers to by id (a 404 with ``store`` on)
-ITEM_NOT_FOUND = re.compile(r"item with id '[^']*' not found", re.I)
+ITEM_NOT_FOUND = r"(?i)item with id '[^']*' not found"
+#: the model (or the server) takes no images. Real messages, their servers and statuses: OpenAI 400,
+#: Ollama 400/500, vLLM 400/500, llama.cpp 500, LM Studio 400 (a bare string), OpenRouter 404, and LiteLLM
+#: wrapping any of them; see tests/provider/test_client.py for the verbatim texts. A list of allowed
+#: part types that itself names an image type is our own shape bug, not this.
+IMAGES_UNSUPPORTED = (
+    r"(?i)image_url is only supported by certain models"  # OpenAI chat (gpt-3.5, gpt-4, ...)
+    r"|does not support (?:images?|image input|vision|multi-?modal)"  # Ollama cloud, LM Studio
+    r"|missing data required for image input"  # Ollama (local engine)
+    r"|\bis not a multi-?modal model"  # vLLM, text-only model
+    r"|\bat most 0 image\(s\) may be provided"  # vLLM, image limit 0
+    r"|multi-modal processor not available for text-only"  # vLLM, later versions
+    r"|image input is not supported"  # llama.cpp server without --mmproj
+    r"|no endpoints found that support image input"  # OpenRouter (404)
+    r"|not compiled for multimodal"  # old llama.cpp server, llamafile
+    r"|invalid value: '(?:input_image|image_url)'\. supported values are: (?![^.\n]*image)"
+)
+#: statuses worth another attempt (as the SDK retries them)
+RETRY_STATUSES = frozenset({408, 409, 429})
+_MAX_RETRY_AFTER_S = 120.0
 
 
 @dataclass
 class ProviderSettings:
+    """How to call the model (a docstring also spares ``dataclass`` an ``inspect.signature`` at import)."""
+
     model: str
     api: str = "responses"  # responses | chat
     base_url: str | None = None
@@ -52,16 +105,70 @@ class ProviderSettings:
     reasoning_effort: str | None = None  # only sent when a variant asks for it (reasoning models only)
 
 
-def redact(text: str, key: str | None = None) -> str:
-    """Remove the API key (and anything shaped like one) from a message."""
-    if key and len(key) >= 4:
-        text = text.replace(key, "[redacted]")
+# -- words: what a message may show ------------------------------------------------------------------
+_URL_USERINFO = r"(?i)\b([a-z][a-z0-9+.\-]*://)[^\s/?#@]+@"
+_URL_QUERY = r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s?#'\"<>]*)[?#][^\s'\"<>]*"
+
+
+def redact(text: str, key: str | None = None, secrets: tuple[str, ...] = ()) -> str:
+    """Remove the API key (and anything shaped like one), the given secrets (a base URL's password and
+    query values), and the userinfo and query string of any URL from a message."""
+    for secret in (key, *secrets):
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    text = re.sub(_URL_QUERY, r"\1", re.sub(_URL_USERINFO, r"\1", text))
     return re.sub(r"\b(sk|rk)-[A-Za-z0-9_*\-]{6,}", r"\1-…", text)
+
+
+def safe_url(url: str) -> str:
+    """A URL as it may be shown: scheme, host, port and path only (no ``user:password@``, no query, no
+    fragment), without a trailing slash."""
+    parts = urlsplit(url.strip())
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme and parts.hostname:
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path}".rstrip("/")
+    bare = re.split(r"[?#]", url.strip(), maxsplit=1)[0]
+    return bare.rsplit("@", 1)[-1].rstrip("/")
+
+
+def _url_secrets(url: str | None) -> tuple[str, ...]:
+    """What in a base URL must never be shown: its password and its query values."""
+    if not url:
+        return ()
+    parts = urlsplit(url)
+    found = [parts.password or ""] + [v for _, v in parse_qsl(parts.query)]
+    return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))
+
+
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query string, and the query as parameters for every request (the SDK would
+    otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
+    if not url or "?" not in url:
+        return url, {}
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
+
+
+def _html_title(text: str) -> str:
+    """The ``<title>`` of an HTML page, or its first words, shortened for a one-line message."""
+    match = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+    words = match.group(1) if match else re.sub(r"<[^>]*>", " ", text)
+    return " ".join(words.split())[:80]
+
+
+def _looks_like_html(text: str) -> bool:
+    head = text.lstrip()[:200].lower()
+    return head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head
 
 
 def _server_message(exc: Any) -> str:
     """The server's own words: ``{"error": {"message"}}``, ``{"message"}``, or ``{"error": "<text>"}`` and a
-    plain-text body (LM Studio, Ollama), where the SDK's own message is only ``Error code: 400``."""
+    plain-text body (LM Studio, Ollama), where the SDK's own message is only ``Error code: 400``. An HTML
+    error page (a proxy's 502) is summarised by its title."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -70,15 +177,102 @@ def _server_message(exc: Any) -> str:
         if isinstance(err, str) and err.strip():
             return err
     if isinstance(body, str) and body.strip():
-        return body
+        return f"an HTML page ({_html_title(body)})" if _looks_like_html(body) else body
     return str(getattr(exc, "message", "") or exc)
 
 
 def error_kind(message: str) -> str | None:
     """The repairable failure a server's message names (see :class:`~shiro_kernel.events.Error`)."""
-    if ITEM_NOT_FOUND.search(message):
+    if re.search(ITEM_NOT_FOUND, message):
         return "item_not_found"
+    if re.search(IMAGES_UNSUPPORTED, message):
+        return "images_unsupported"
     return None
+
+
+# -- failures inside one attempt ---------------------------------------------------------------------
+class _StreamBroken(Exception):
+    """The stream stopped or produced something unreadable before the response was complete."""
+
+
+class _Idle(_StreamBroken):
+    """No event for the attempt's timeout: the server sent only keep-alive comments, or nothing."""
+
+    def __init__(self, seconds: float, keepalives: bool) -> None:
+        super().__init__(f"no event for {seconds:g} s" + (", only keep-alives" if keepalives else ""))
+        self.seconds = seconds
+        self.keepalives = keepalives
+
+
+class _StreamError(_StreamBroken):
+    """The server put an ``{"error": ...}`` object into the stream."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class _NotAPI(Exception):
+    """The answer is not the API's (an HTML page, an empty or unknown body): ``str()`` is the sentence."""
+
+
+class _Attempt:
+    """One attempt of a call: its timeout, its stream parser, and whether anything was shown yet."""
+
+    __slots__ = ("parser", "shown", "timeout")
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.parser: ResponsesStream | ChatStream | None = None
+        self.shown = False
+
+
+class _Watch:
+    """Passes a response's byte chunks on, and ends the stream when no event came for ``timeout`` seconds
+    although bytes did (keep-alive comments). A server that sends nothing at all is ended by the read
+    timeout. Keeps the first bytes, to say what a body that held no event was."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self.last_event = time.monotonic()
+        self.events = 0
+        self.head = b""
+
+    def chunks(self, source: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in source:
+            if len(self.head) < 2048:
+                self.head += chunk[: 2048 - len(self.head)]
+            yield chunk  # the decoder hands this chunk's events on before it asks for the next one
+            if time.monotonic() - self.last_event > self.timeout:
+                raise _Idle(self.timeout, keepalives=True)
+
+    def event(self) -> None:
+        self.events += 1
+        self.last_event = time.monotonic()
+
+
+_clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
+_clients_lock = threading.Lock()
+_MAX_CLIENTS = 4
+
+
+def shared_client(api_key: str, base_url: str | None) -> Any:
+    """The SDK client for this key and base URL, shared by every provider that uses them (and built ahead by
+    :mod:`~shiro_kernel.provider.warmup`): a client owns a connection pool and an SSL context, ~0.1 s to
+    build. Its own retries are off and every request carries its timeout (see the module docstring), so
+    nothing else about a provider's settings is in it. The few most recent are kept."""
+    with _clients_lock:  # held while building: a turn that needs the client the warm-up is building waits for it
+        client = _clients.get((api_key, base_url))
+        if client is None:
+            import openai  # deferred: ~0.5 s, and %load_ext must stay cheap
+
+            url, query = _split_query(base_url)
+            client = openai.OpenAI(api_key=api_key, base_url=url, default_query=query or None, max_retries=0)
+            _clients[(api_key, base_url)] = client
+            while len(_clients) > _MAX_CLIENTS:
+                _clients.popitem(last=False)
+        _clients.move_to_end((api_key, base_url))
+        return client
 
 
 class Provider:
@@ -89,32 +283,50 @@ class Provider:
         self.api = settings.api
         self._client = client
         self._key: str | None = None
+        #: where a tool result's images come from (the asset store's ``data_url``); None: send no images,
+        #: their text stand-ins instead (set per turn by the agent from ``Shiro.vision``)
+        self.images: ImageSource | None = None
 
     # -- the client --------------------------------------------------------------------------
     @property
+    def base_url(self) -> str:
+        return self.settings.base_url or environment().base_url or _DEFAULT_BASE_URL
+
+    @property
     def host(self) -> str:
-        url = self.settings.base_url or environment().base_url or "https://api.openai.com/v1"
-        parsed = urlparse(url)
-        return f"{parsed.scheme}://{parsed.netloc}{parsed.path}".rstrip("/") if parsed.netloc else url
+        """The base URL as messages show it: no credentials, no query string."""
+        return safe_url(self.base_url)
+
+    @property
+    def retry_budget_s(self) -> float:
+        """All attempts of one call, and the waits between them, end within this many seconds."""
+        return 2 * self.settings.timeout_s
 
     def client(self) -> Any:
         if self._client is None:
+            from ..errors import MissingKey
+
             env = environment()
             base_url = self.settings.base_url or env.base_url
             key = env.api_key or (_PLACEHOLDER_KEY if base_url else None)
             if key is None:
                 raise MissingKey(_NO_KEY_HELP)
-            import openai  # deferred: ~0.5 s, and %load_ext must stay cheap
-
             self._key = env.api_key
-            self._client = openai.OpenAI(api_key=key, base_url=base_url, timeout=self.settings.timeout_s,
-                                         max_retries=self.settings.max_retries)
+            self._client = shared_client(key, base_url)
         return self._client
 
+    def _redact(self, text: str) -> str:
+        return redact(text, self._key, _url_secrets(self.base_url))
+
     # -- one model call --------------------------------------------------------------------------
-    def stream(self, system: str, messages: list[Message], tools: list[dict[str, Any]],
-               abort: threading.Event | None = None) -> Iterator[ProviderEvent]:
-        """Run one model call. Yields deltas, then exactly one ``Done`` or ``Error``."""
+    def stream(
+        self, system: str, messages: list[Message], tools: list[dict[str, Any]], abort: threading.Event | None = None
+    ) -> Iterator[ProviderEvent | Notice]:
+        """Run one model call. Yields deltas (and a ``Notice`` when the API had to change), then exactly one
+        ``Done`` or ``Error``."""
+        from ..errors import MissingKey
+        from ..events import Error, Notice
+
         try:
             client = self.client()
         except MissingKey as exc:
@@ -122,69 +334,260 @@ class Provider:
             return
         import openai
 
+        s = self.settings
+        started = time.monotonic()
+        deadline = started + self.retry_budget_s
         attempts = 0
         while True:
             attempts += 1
-            state: dict[str, Any] = {"shown": False}
+            left = deadline - time.monotonic()
+            attempt = _Attempt(timeout=s.timeout_s if attempts == 1 else max(min(s.timeout_s, left), 0.01))
             try:
                 if self.api == "chat":
-                    yield from self._chat(client, system, messages, tools, abort, state)
+                    yield from self._chat(client, system, messages, tools, abort, attempt, attempts)
                 else:
-                    yield from self._responses(client, system, messages, tools, abort, state)
+                    yield from self._responses(client, system, messages, tools, abort, attempt, attempts)
                 return
             except openai.APIStatusError as exc:
                 msg = _server_message(exc)
-                if self.api == "chat" and exc.status_code in (400, 404) and _RESPONSES_ONLY.search(msg):
+                kind = error_kind(msg) or error_kind(str(getattr(exc, "message", "")))
+                if self.api == "chat" and exc.status_code in (400, 404) and re.search(_RESPONSES_ONLY, msg):
                     self.api = "responses"
-                    yield Notice(f"{self.settings.model} is not served on /v1/chat/completions here; "
-                                 "switched to the Responses API for the rest of this session.", kind="warning")
+                    yield Notice(
+                        f"{s.model} is not served on /v1/chat/completions here; "
+                        "switched to the Responses API for the rest of this session.",
+                        kind="warning",
+                    )
                     continue
-                yield Error(self._status_sentence(exc.status_code, msg), status=exc.status_code,
-                            retryable=exc.status_code == 429 or exc.status_code >= 500, kind=error_kind(msg))
+                retryable = exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+                headers = getattr(getattr(exc, "response", None), "headers", None)
+                if retryable and kind is None and _server_allows_retry(headers):
+                    delay = self._retry_delay(attempts, deadline, headers)
+                    if delay is not None:
+                        if self._wait(delay, abort):
+                            yield from self._stopped()
+                            return
+                        continue
+                yield Error(
+                    self._status_sentence(exc.status_code, msg, attempts - 1),
+                    status=exc.status_code,
+                    retryable=retryable and kind is None,
+                    kind=kind,
+                )
                 return
-            except openai.APITimeoutError:
-                yield Error(f"The model server at {self.host} did not answer within {self.settings.timeout_s:g} s "
-                            f"(tried {self.settings.max_retries + 1} times); check the server, or raise "
-                            "%config Shiro.timeout_s.", retryable=True)
+            except _NotAPI as exc:
+                yield Error(self._redact(str(exc)))
                 return
-            except (openai.APIConnectionError, _StreamBroken) as exc:
-                if not state["shown"] and attempts <= self.settings.max_retries:
-                    time.sleep(min(0.5 * 2 ** (attempts - 1), 4.0))
-                    continue
-                if state.get("parser") is not None and state["shown"]:
-                    yield Done(state["parser"].partial(), Usage(), api=self.api)  # keep what arrived
-                yield Error(self._connection_sentence(exc, state["shown"]), retryable=True)
+            except (openai.APIConnectionError, _StreamBroken) as exc:  # APITimeoutError is a connection error
+                kind = error_kind(exc.message) if isinstance(exc, _StreamError) else None
+                if not attempt.shown and kind is None:
+                    delay = self._retry_delay(attempts, deadline, None)
+                    if delay is not None:
+                        if self._wait(delay, abort):
+                            yield from self._stopped()
+                            return
+                        continue
+                if attempt.parser is not None and attempt.shown:
+                    yield from self._keep_partial(attempt.parser)
+                yield Error(
+                    self._failure_sentence(exc, attempt, attempts, time.monotonic() - started),
+                    retryable=kind is None,
+                    kind=kind,
+                )
                 return
             except openai.OpenAIError as exc:
-                yield Error(redact(f"The model call failed: {exc}.", self._key))
+                yield Error(self._redact(f"The model call failed: {exc}."))
                 return
 
-    def _status_sentence(self, status: int, msg: str) -> str:
-        msg = redact(msg.strip().rstrip("."), self._key)
+    def _retry_delay(self, attempts: int, deadline: float, headers: Any) -> float | None:
+        """How long to wait before the next attempt, or None when there is to be none (no retries left, or
+        the budget would not leave the next attempt a quarter of ``timeout_s``)."""
+        if attempts > self.settings.max_retries:
+            return None
+        delay = _retry_after(headers)
+        if delay is None:
+            delay = min(0.5 * 2 ** (attempts - 1), 8.0) * (1 - 0.25 * random.random())
+        if deadline - time.monotonic() - delay < self.settings.timeout_s / 4:
+            return None
+        return delay
+
+    @staticmethod
+    def _wait(seconds: float, abort: threading.Event | None) -> bool:
+        """Sleep before a retry; True when the turn was stopped meanwhile."""
+        if abort is None:
+            time.sleep(seconds)
+            return False
+        return abort.wait(seconds)
+
+    def _stopped(self) -> Iterator[ProviderEvent]:
+        from ..events import Done, Usage
+        from ..transcript import Message
+
+        yield Done(Message("assistant", []), Usage(), api=self.api)
+
+    def _keep_partial(self, parser: ResponsesStream | ChatStream) -> Iterator[ProviderEvent]:
+        from ..events import Done, Usage
+
+        yield Done(parser.partial(), Usage(), api=self.api)  # keep what arrived
+
+    def _status_sentence(self, status: int, msg: str, retries: int) -> str:
+        msg = self._redact(msg.strip().rstrip("."))
+        after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
         if status == 401:
             return f"The server at {self.host} refused the API key (401): {msg}. Check OPENAI_API_KEY."
         if status == 429:
-            return (f"Rate limited by {self.host} (429) after {self.settings.max_retries} retries: {msg}. "
-                    "Wait a moment and run the prompt again.")
+            return f"Rate limited by {self.host} (429){after}: {msg}. Wait a moment and run the prompt again."
         if status >= 500:
-            return f"The model server at {self.host} failed ({status}) after {self.settings.max_retries} retries: {msg}."
+            return f"The model server at {self.host} failed ({status}){after}: {msg}."
         if status == 404 and "model" in msg.lower() and "item" not in msg.lower():
-            return f"The server at {self.host} does not know the model {self.settings.model!r} (404): {msg}. " \
-                   "Set %config Shiro.model = \"...\" (or SHIRO_MODEL)."
+            return (
+                f"The server at {self.host} does not know the model {self.settings.model!r} (404): {msg}. "
+                'Set %config Shiro.model = "..." (or SHIRO_MODEL).'
+            )
         return f"The model server rejected the request ({status}): {msg}."
 
-    def _connection_sentence(self, exc: Exception, shown: bool) -> str:
-        if shown:
-            return (f"The connection to {self.host} broke in the middle of the answer ({_cause(exc)}); "
-                    "what arrived is kept, run the prompt again to continue.")
-        return (f"Could not reach the model server at {self.host} ({_cause(exc)}): check that it is running and "
-                "that Shiro.base_url / OPENAI_BASE_URL point at it.")
+    def _failure_sentence(self, exc: Exception, attempt: _Attempt, attempts: int, elapsed: float) -> str:
+        import openai
+
+        tried = f"tried {attempts} {'time' if attempts == 1 else 'times'} in {elapsed:.1f} s"
+        if isinstance(exc, _StreamError):
+            return self._redact(f"The model failed mid-answer: {exc.message.strip().rstrip('.')}.")
+        if isinstance(exc, _Idle) and attempt.shown:
+            return (
+                f"The model server at {self.host} stopped sending in the middle of the answer (nothing for "
+                f"{exc.seconds:g} s); what arrived is kept, run the prompt again to continue."
+            )
+        if isinstance(exc, (openai.APITimeoutError, _Idle)) or _timed_out(exc):
+            how = "sent only keep-alives" if isinstance(exc, _Idle) and exc.keepalives else "sent nothing"
+            return (
+                f"The model server at {self.host} did not answer within {attempt.timeout:g} s "
+                f"({how}; {tried}); check the server, or raise %config Shiro.timeout_s."
+            )
+        if attempt.shown:
+            return self._redact(
+                f"The connection to {self.host} broke in the middle of the answer ({_cause(exc)}); "
+                "what arrived is kept, run the prompt again to continue."
+            )
+        if isinstance(exc, _StreamBroken):
+            return self._redact(
+                f"The model server at {self.host} ended the answer before anything arrived ({_cause(exc)}; {tried})."
+            )
+        return self._redact(
+            f"Could not reach the model server at {self.host} ({_cause(exc)}; {tried}): check that it is "
+            "running and that Shiro.base_url / OPENAI_BASE_URL point at it."
+        )
+
+    def _not_api_sentence(self, status: int, content_type: str, head: bytes) -> str:
+        text = head.decode("utf-8", "replace")
+        ctype = content_type.split(";")[0].strip()
+        if "html" in ctype or _looks_like_html(text):
+            title = _html_title(text)
+            what = f"an HTML page ({title})" if title else "an HTML page"
+        elif text.strip():
+            kind = f"a body of type {ctype}" if ctype else "a body"
+            what = f"{kind} that is not the API's ({' '.join(text.split())[:80]})"
+        else:
+            what = f"an empty {ctype + ' ' if ctype else ''}body"
+        return (
+            f"The server at {self.host} answered HTTP {status} with {what} instead of the model's answer: check "
+            f"that Shiro.base_url / OPENAI_BASE_URL ({self.host}) is the API's base URL (it usually ends in /v1) "
+            "and that no proxy or login page is in the way."
+        )
+
+    # -- the request and its answer -------------------------------------------------------------------
+    def _options(self, attempt: _Attempt, attempts: int) -> dict[str, Any]:
+        return {
+            "timeout": attempt.timeout,
+            "max_retries": 0,
+            "headers": {"x-stainless-retry-count": str(attempts - 1)},
+        }
+
+    def _post_json(self, client: Any, path: str, body: dict[str, Any], attempt: _Attempt, attempts: int) -> Any:
+        """A non-streamed call: the answer's JSON, as a dict."""
+        response = client.post(path, body=body, cast_to=_response_class(), options=self._options(attempt, attempts))
+        content = response.content
+        ctype = response.headers.get("content-type", "")
+        try:
+            data = json.loads(content) if "html" not in ctype else None
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise _NotAPI(self._not_api_sentence(response.status_code, ctype, content[:2048]))
+        return data
+
+    def _post_events(
+        self,
+        client: Any,
+        path: str,
+        body: dict[str, Any],
+        abort: threading.Event | None,
+        attempt: _Attempt,
+        attempts: int,
+    ) -> Iterator[dict[str, Any]]:
+        """A streamed call: its SSE events as dicts, each as it arrives, decoded by the SDK's decoder.
+
+        Ends (raising) on a gap of ``attempt.timeout`` between events, on an ``{"error": ...}`` object in the
+        stream, or on an answer that is not an event stream; stops quietly at ``[DONE]`` or an abort."""
+        response = client.post(
+            path, body=body, cast_to=_response_class(), stream=True, options=self._options(attempt, attempts)
+        )
+        try:
+            ctype = response.headers.get("content-type", "")
+            if "html" in ctype:
+                raise _NotAPI(self._not_api_sentence(response.status_code, ctype, _read_head(response)))
+            watch = _Watch(attempt.timeout)
+            try:
+                for sse in client._make_sse_decoder().iter_bytes(watch.chunks(response.iter_bytes())):
+                    data = sse.data
+                    if data.startswith("[DONE]"):
+                        break
+                    if not data:
+                        continue
+                    event = json.loads(data)
+                    if isinstance(event, dict) and event.get("error") and event.get("type") is None:
+                        err = event["error"]
+                        message = err.get("message") if isinstance(err, dict) else err
+                        raise _StreamError(str(message or "the server reported an error in the stream"))
+                    watch.event()
+                    if abort is not None and abort.is_set():
+                        return
+                    yield event
+                    watch.event()  # the time the consumer took is not the server's silence
+            except (_StreamBroken, _NotAPI):
+                raise
+            except Exception as exc:
+                if _timed_out(exc):
+                    raise _Idle(attempt.timeout, keepalives=bool(watch.head) and not watch.events) from exc
+                raise _StreamBroken(str(exc) or type(exc).__name__) from exc
+            if (
+                not watch.events
+                and watch.head.strip()
+                and not watch.head.lstrip().startswith((b"data", b":", b"event"))
+            ):
+                raise _NotAPI(self._not_api_sentence(response.status_code, ctype, watch.head))
+        finally:
+            _close(response)
 
     # -- Responses API ---------------------------------------------------------------------------
-    def _responses(self, client: Any, system: str, messages: list[Message], tools: list[dict[str, Any]],
-                   abort: threading.Event | None, state: dict[str, Any]) -> Iterator[ProviderEvent]:
+    def _responses(
+        self,
+        client: Any,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None,
+        attempt: _Attempt,
+        attempts: int,
+    ) -> Iterator[ProviderEvent]:
+        from ..events import Done, Error, Usage
+        from . import wire
+
         s = self.settings
-        body: dict[str, Any] = {"input": wire.responses_input(messages, store=s.store), "store": s.store}
+        body: dict[str, Any] = {
+            "model": s.model,
+            "input": wire.responses_input(messages, store=s.store, images=self.images),
+        }
+        body["store"] = s.store
         if system:
             body["instructions"] = system
         if tools:
@@ -193,29 +596,23 @@ class Provider:
             body["include"] = ["reasoning.encrypted_content"]
         if s.reasoning_effort:
             body["reasoning"] = {"effort": s.reasoning_effort}
-        kwargs = _request(s.model, body)
         if not s.stream:
-            resp = client.responses.create(**kwargs)
-            message, usage = wire.parse_response(_as_dict(resp), s.model)
+            message, usage = wire.parse_response(
+                self._post_json(client, "/responses", body, attempt, attempts), s.model
+            )
             yield usage
             yield Done(message, usage, api="responses")
             return
-        parser = state["parser"] = wire.ResponsesStream(s.model)
-        stream = client.responses.create(stream=True, **kwargs)
-        try:
-            for event in stream:
-                if abort is not None and abort.is_set():
-                    break
-                for delta in parser.feed(_as_dict(event)):
-                    yield delta
-                state["shown"] = parser.shown
-                if parser.error:
-                    yield Error(f"The model failed mid-answer: {redact(parser.error, self._key)}.")
-                    return
-        except Exception as exc:
-            _reraise_as_stream_broken(exc)
-        finally:
-            _close(stream)
+        body["stream"] = True
+        parser = attempt.parser = wire.ResponsesStream(s.model)
+        for event in self._post_events(client, "/responses", body, abort, attempt, attempts):
+            yield from _feed(parser, event)
+            attempt.shown = parser.shown
+            if parser.error:
+                yield Error(
+                    f"The model failed mid-answer: {self._redact(parser.error)}.", kind=error_kind(parser.error)
+                )
+                return
         if abort is not None and abort.is_set():
             yield Done(parser.partial(), Usage(), api="responses")
             return
@@ -226,35 +623,37 @@ class Provider:
         yield Done(message, usage, api="responses")
 
     # -- Chat Completions ------------------------------------------------------------------------
-    def _chat(self, client: Any, system: str, messages: list[Message], tools: list[dict[str, Any]],
-              abort: threading.Event | None, state: dict[str, Any]) -> Iterator[ProviderEvent]:
+    def _chat(
+        self,
+        client: Any,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None,
+        attempt: _Attempt,
+        attempts: int,
+    ) -> Iterator[ProviderEvent]:
+        from ..events import Done, Usage
+        from . import wire
+
         s = self.settings
-        body: dict[str, Any] = {"messages": wire.chat_messages(system, messages)}
+        body: dict[str, Any] = {"model": s.model, "messages": wire.chat_messages(system, messages, images=self.images)}
         if tools:
             body["tools"] = wire.chat_tools(tools)
         if s.reasoning_effort:
             body["reasoning_effort"] = s.reasoning_effort
-        kwargs = _request(s.model, body, messages=[])  # `messages` is required by the SDK; the body's wins
         if not s.stream:
-            resp = client.chat.completions.create(**kwargs)
-            message, usage = wire.parse_chat_completion(_as_dict(resp), s.model)
+            data = self._post_json(client, "/chat/completions", body, attempt, attempts)
+            message, usage = wire.parse_chat_completion(data, s.model)
             yield usage
             yield Done(message, usage, api="chat")
             return
-        parser = state["parser"] = wire.ChatStream(s.model)
-        kwargs["extra_body"]["stream_options"] = {"include_usage": True}
-        stream = client.chat.completions.create(stream=True, **kwargs)
-        try:
-            for chunk in stream:
-                if abort is not None and abort.is_set():
-                    break
-                for delta in parser.feed(_as_dict(chunk)):
-                    yield delta
-                state["shown"] = parser.shown
-        except Exception as exc:
-            _reraise_as_stream_broken(exc)
-        finally:
-            _close(stream)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        parser = attempt.parser = wire.ChatStream(s.model)
+        for chunk in self._post_events(client, "/chat/completions", body, abort, attempt, attempts):
+            yield from _feed(parser, chunk)
+            attempt.shown = parser.shown
         if abort is not None and abort.is_set():
             yield Done(parser.partial(), Usage(), api="chat")
             return
@@ -265,26 +664,72 @@ class Provider:
         yield Done(message, usage, api="chat")
 
 
-def _request(model: str, body: dict[str, Any], **required: Any) -> dict[str, Any]:
-    """Keyword arguments for an SDK ``create`` call with the body passed as ``extra_body``.
-
-    The SDK walks typed parameters (``input``, ``messages``, ``tools``) recursively against its
-    TypedDict unions before sending: ~2 ms per history item, 4.5 s per request at 2,000 messages.
-    Our wire module already builds exact API JSON, so it goes out as-is: ~0.1 s at 2,000.
-    """
-    return {"model": model, "extra_body": body, **required}
+def _feed(parser: ResponsesStream | ChatStream, event: dict[str, Any]) -> list[TextDelta | ReasoningDelta]:
+    """The deltas of one event; an event the parser cannot read counts as a broken stream."""
+    try:
+        return parser.feed(event)
+    except Exception as exc:
+        raise _StreamBroken(f"an unreadable event ({type(exc).__name__}: {exc})") from exc
 
 
-class _StreamBroken(Exception):
-    """The stream stopped or produced something unreadable before the response was complete."""
+def _response_class() -> type:
+    """The SDK's HTTP response class: as ``cast_to`` it makes ``client.post`` hand back the raw response
+    (status checked, retries and errors the SDK's), whose bytes are ours to read."""
+    import httpx2
+
+    return httpx2.Response
 
 
-def _reraise_as_stream_broken(exc: Exception) -> None:
-    import openai
+def _read_head(response: Any, limit: int = 2048) -> bytes:
+    head = b""
+    try:
+        for chunk in response.iter_bytes():
+            head += chunk
+            if len(head) >= limit:
+                break
+    except Exception:  # what arrived is enough to say what it was
+        pass
+    return head[:limit]
 
-    if isinstance(exc, openai.APIStatusError):  # an `error` event in the stream: keep its status
-        raise exc
-    raise _StreamBroken(str(exc) or type(exc).__name__) from exc
+
+def _timed_out(exc: BaseException) -> bool:
+    """A timeout, as the HTTP library or the SDK raises it (possibly as the cause of another error)."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            return False
+        if "Timeout" in type(seen).__name__:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _server_allows_retry(headers: Any) -> bool:
+    """The server's own ``x-should-retry: false`` wins (as in the SDK)."""
+    return headers is None or str(headers.get("x-should-retry", "")).lower() != "false"
+
+
+def _retry_after(headers: Any) -> float | None:
+    """The wait the server asks for (``retry-after-ms``, ``retry-after`` in seconds or as a date), if sane."""
+    if headers is None:
+        return None
+    seconds: float | None = None
+    try:
+        if headers.get("retry-after-ms"):
+            seconds = float(headers["retry-after-ms"]) / 1000
+        elif headers.get("retry-after"):
+            value = headers["retry-after"]
+            try:
+                seconds = float(value)
+            except ValueError:
+                from email.utils import parsedate_to_datetime
+
+                seconds = parsedate_to_datetime(value).timestamp() - time.time()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if seconds is None or not 0 < seconds <= _MAX_RETRY_AFTER_S:
+        return None
+    return seconds
 
 
 def _cause(exc: Exception) -> str:
@@ -293,19 +738,8 @@ def _cause(exc: Exception) -> str:
     return (text or type(exc).__name__).strip().rstrip(".")[:200]
 
 
-def _as_dict(obj: Any) -> dict[str, Any]:
-    """SDK objects (pydantic models) as plain dicts, so the parsers in :mod:`wire` see wire JSON."""
-    if isinstance(obj, dict):
-        return obj
-    if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
-    return dict(obj)
-
-
-def _close(stream: Any) -> None:
-    close = getattr(stream, "close", None)
-    if close is not None:
-        try:
-            close()
-        except Exception:  # closing a broken stream may itself fail; nothing to do about it
-            pass
+def _close(response: Any) -> None:
+    try:
+        response.close()
+    except Exception:  # closing a broken stream may itself fail; nothing to do about it
+        pass

@@ -27,7 +27,7 @@ _DATED = re.compile(r"-\d{4}-\d{2}-\d{2}$")
 def price_of(model: str) -> tuple[float, float] | None:
     name = model.strip().lower()
     if name.startswith("openai/"):  # OpenRouter-style names
-        name = name[len("openai/"):]
+        name = name[len("openai/") :]
     return PRICES.get(name) or PRICES.get(_DATED.sub("", name))
 
 

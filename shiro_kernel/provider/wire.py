@@ -17,27 +17,39 @@ Replay rules (Responses API):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..events import ReasoningDelta, TextDelta, Usage
-from ..transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from ..transcript import ImageRef, Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from .pricing import cost_usd
 
 
 # -- requests -----------------------------------------------------------------------------------
 def responses_tools(specs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"type": "function", "name": s["name"], "description": s["description"], "parameters": s["parameters"],
-         "strict": _strict_ok(s["parameters"])}
+        {
+            "type": "function",
+            "name": s["name"],
+            "description": s["description"],
+            "parameters": s["parameters"],
+            "strict": _strict_ok(s["parameters"]),
+        }
         for s in specs
     ]
 
 
 def chat_tools(specs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return [
-        {"type": "function", "function": {"name": s["name"], "description": s["description"],
-                                          "parameters": s["parameters"], "strict": _strict_ok(s["parameters"])}}
+        {
+            "type": "function",
+            "function": {
+                "name": s["name"],
+                "description": s["description"],
+                "parameters": s["parameters"],
+                "strict": _strict_ok(s["parameters"]),
+            },
+        }
         for s in specs
     ]
 
@@ -48,8 +60,30 @@ def _strict_ok(schema: dict[str, Any]) -> bool:
     return schema.get("additionalProperties") is False and set(schema.get("required", [])) == set(props)
 
 
-def responses_input(messages: list[Message], *, store: bool) -> list[dict[str, Any]]:
-    """The transcript as Responses API ``input`` items (system messages go to ``instructions``)."""
+#: the bytes of an image by reference (the asset store's ``data_url``), or None when they are gone
+ImageSource = Callable[[ImageRef], "str | None"]
+
+
+def _image_notes(res: ToolResultPart, images: ImageSource | None) -> tuple[str, list[str]]:
+    """The result's text and the data URLs of its images. Without a source (no vision) or for an image
+    whose bytes are gone, the image's text stand-in is appended to the text instead."""
+    text, urls, missing = res.output, [], []
+    for image in res.images:
+        url = images(image) if images is not None else None
+        if url is None:
+            missing.append(image.alt or f"an image ({image.width}×{image.height})")
+        else:
+            urls.append(url)
+    if missing:
+        why = "this model takes no images" if images is None else "the image is no longer stored"
+        text += "".join(f"\n[image not shown ({why}): {alt}]" for alt in missing)
+    return text, urls
+
+
+def responses_input(messages: list[Message], *, store: bool, images: ImageSource | None = None) -> list[dict[str, Any]]:
+    """The transcript as Responses API ``input`` items (system messages go to ``instructions``). A tool
+    result with images is a ``function_call_output`` whose ``output`` is a list of one ``input_text`` and
+    one ``input_image`` per image (``FunctionCallOutputItemParam`` in the OpenAPI spec)."""
     items: list[dict[str, Any]] = []
     for msg in messages:
         if msg.role == "system":
@@ -58,7 +92,16 @@ def responses_input(messages: list[Message], *, store: bool) -> list[dict[str, A
             items.append({"role": "user", "content": msg.text})
         elif msg.role == "tool":
             for res in msg.tool_results():
-                items.append({"type": "function_call_output", "call_id": res.call_id, "output": res.output})
+                output: str | list[dict[str, Any]] = res.output
+                if res.images:
+                    text, urls = _image_notes(res, images)
+                    output = [
+                        {"type": "input_text", "text": text or "(see the image)"},
+                        *({"type": "input_image", "image_url": url, "detail": "auto"} for url in urls),
+                    ]
+                    if not urls:
+                        output = text
+                items.append({"type": "function_call_output", "call_id": res.call_id, "output": output})
         else:
             for part in msg.parts:
                 item = _assistant_item(part, store)
@@ -73,16 +116,22 @@ def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
     if isinstance(part, ReasoningPart):
         if not (part.encrypted and part.item_id):
             return None  # nothing replayable: the provider would only know it by a stored id
-        return {"type": "reasoning", "id": part.item_id,
-                "summary": [{"type": "summary_text", "text": s} for s in part.summary],
-                "encrypted_content": part.encrypted}
+        return {
+            "type": "reasoning",
+            "id": part.item_id,
+            "summary": [{"type": "summary_text", "text": s} for s in part.summary],
+            "encrypted_content": part.encrypted,
+        }
     if isinstance(part, TextPart):
         if not part.text:
             return None
         # The output-message shape (as Codex CLI replays with store off), not the easy `content: str` form:
         # after a reasoning item the API needs the model's own output item, not a new assistant input.
-        item: dict[str, Any] = {"type": "message", "role": "assistant",
-                                "content": [{"type": "output_text", "text": part.text}]}
+        item: dict[str, Any] = {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": part.text}],
+        }
         if part.meta.get("phase"):
             item["phase"] = part.meta["phase"]
         return item
@@ -91,15 +140,36 @@ def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
     return None
 
 
-def chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
-    """The transcript as Chat Completions ``messages``. Reasoning is not replayable there."""
+def chat_messages(system: str, messages: list[Message], images: ImageSource | None = None) -> list[dict[str, Any]]:
+    """The transcript as Chat Completions ``messages``. Reasoning is not replayable there. Tool messages
+    carry text only, so the images of a step's tool results follow in ONE ``user`` message with
+    ``image_url`` parts, right after the last tool message of that step (the API wants every tool message
+    directly after its assistant message; a user message may come next)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    pending: list[tuple[str, str, list[str]]] = []  # (call id, tool name, data URLs) of this step's results
+
+    def flush() -> None:
+        if not pending:
+            return
+        names = ", ".join(f"{name} ({call_id})" for call_id, name, _ in pending)
+        content: list[dict[str, Any]] = [{"type": "text", "text": f"Images from the tool results above: {names}"}]
+        content += [
+            {"type": "image_url", "image_url": {"url": url, "detail": "auto"}} for _, _, urls in pending for url in urls
+        ]
+        out.append({"role": "user", "content": content})
+        pending.clear()
+
     for msg in messages:
+        if msg.role != "tool":
+            flush()
         if msg.role in ("system", "user"):
             out.append({"role": msg.role, "content": msg.text})
         elif msg.role == "tool":
             for res in msg.tool_results():
-                out.append({"role": "tool", "tool_call_id": res.call_id, "content": res.output})
+                text, urls = _image_notes(res, images) if res.images else (res.output, [])
+                out.append({"role": "tool", "tool_call_id": res.call_id, "content": text})
+                if urls:
+                    pending.append((res.call_id, res.name, urls))
         else:
             calls = msg.tool_calls()
             if not msg.text and not calls:
@@ -111,6 +181,7 @@ def chat_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
                     for c in calls
                 ]
             out.append(entry)
+    flush()
     return out
 
 
@@ -128,15 +199,27 @@ def parts_from_output_item(item: dict[str, Any]) -> list[Part]:
     if kind == "reasoning":
         return [_reasoning_part(item)]
     if kind == "message":
-        texts = [c.get("text", "") for c in item.get("content") or []
-                 if isinstance(c, dict) and c.get("type") in ("output_text", "text")]
-        refusal = [c.get("refusal", "") for c in item.get("content") or []
-                   if isinstance(c, dict) and c.get("type") == "refusal"]
+        texts = [
+            c.get("text", "")
+            for c in item.get("content") or []
+            if isinstance(c, dict) and c.get("type") in ("output_text", "text")
+        ]
+        refusal = [
+            c.get("refusal", "")
+            for c in item.get("content") or []
+            if isinstance(c, dict) and c.get("type") == "refusal"
+        ]
         meta = {"phase": item["phase"]} if item.get("phase") else {}
         return [TextPart("".join(texts + refusal), item_id=item.get("id"), meta=meta)]
     if kind == "function_call":
-        return [ToolCallPart(str(item.get("call_id") or item.get("id")), str(item.get("name", "")),
-                             item.get("arguments") or "", item_id=item.get("id"))]
+        return [
+            ToolCallPart(
+                str(item.get("call_id") or item.get("id")),
+                str(item.get("name", "")),
+                item.get("arguments") or "",
+                item_id=item.get("id"),
+            )
+        ]
     return []  # built-in tools and other item types are not ours
 
 
@@ -304,9 +387,14 @@ class ChatStream:
         return Message("assistant", parts), chat_usage(self.model, self.usage)
 
 
-
-
 __all__ = [
-    "ChatStream", "ResponsesStream", "chat_messages", "chat_tools", "parse_chat_completion",
-    "parse_response", "parts_from_output_item", "responses_input", "responses_tools",
+    "ChatStream",
+    "ResponsesStream",
+    "chat_messages",
+    "chat_tools",
+    "parse_chat_completion",
+    "parse_response",
+    "parts_from_output_item",
+    "responses_input",
+    "responses_tools",
 ]

@@ -4,6 +4,10 @@ Every ``session.changed()`` restarts a ``delay`` countdown; when it runs out the
 timer thread, never on the caller's. A long burst of changes (a long tool loop) is written at least every
 ``max_wait`` seconds, so a kernel that dies mid-turn loses at most that much. A failed write on the timer
 thread is handed to ``on_error`` (it never raises there); :meth:`Autosaver.flush` raises it instead.
+
+The autosaver owns the session's lease (:mod:`~shiro_kernel.store.live`): one handed over with
+:meth:`Autosaver.adopt` (a resumed session), else taken before the first write; :meth:`Autosaver.close`
+gives it back.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Callable
 
 from ..errors import StoreError
 from ..session import Session
+from .live import Lease
 from .sessions import SessionStore
 
 AUTOSAVE_DELAY = 0.4
@@ -29,9 +34,16 @@ class Autosaver:
     ``close()`` cancels the countdown, writes if the session has messages and stops listening (called
     at shutdown; registered with ``atexit`` unless ``at_exit`` is False)."""
 
-    def __init__(self, store: SessionStore, session: Session, model_getter: Callable[[], str],
-                 delay: float = AUTOSAVE_DELAY, *, at_exit: bool = True,
-                 on_error: Callable[[StoreError], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        session: Session,
+        model_getter: Callable[[], str],
+        delay: float = AUTOSAVE_DELAY,
+        *,
+        at_exit: bool = True,
+        on_error: Callable[[StoreError], None] | None = None,
+    ) -> None:
         self.store = store
         self.session = session
         self.model_getter = model_getter
@@ -40,6 +52,10 @@ class Autosaver:
         self.on_error = on_error or (lambda exc: None)
         self.writes = 0
         self.saved_messages = 0
+        #: this kernel's hold on the session (see :mod:`~shiro_kernel.store.live`); None until taken
+        self.lease: Lease | None = None
+        #: ids the session was saved away from because another writer changed their record (old ids)
+        self.moved_from: list[str] = []
         self._first_change = 0.0
         self._timer: threading.Timer | None = None
         self._deadline = 0.0
@@ -95,10 +111,33 @@ class Autosaver:
                 self._timer.cancel()
                 self._timer = None
 
+    def adopt(self, lease: Lease | None) -> None:
+        """Own ``lease`` (taken by :meth:`SessionStore.take` for this session); released by :meth:`close`."""
+        with self._save_lock:
+            if self.lease is not None and self.lease is not lease:
+                self.lease.release()
+            self.lease = lease
+
+    def _hold(self) -> None:
+        sid = self.session.id
+        if self.lease is not None and self.lease.held and self.lease.session_id == sid:
+            return
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
+        got = self.store.hold(sid)
+        self.lease = got if isinstance(got, Lease) else None
+
     def _write(self) -> bool:
         with self._save_lock:
+            if self.session.messages:
+                self._hold()
+            before = self.session.id
             count = len(self.session.messages)
             written = self.store.save(self.session, model=self.model_getter())
+            if self.session.id != before:  # saved as a copy: the old record changed elsewhere
+                self.moved_from.append(before)
+                self._hold()
             if written:
                 self.writes += 1
                 self.saved_messages = count
@@ -129,6 +168,10 @@ class Autosaver:
                 self._write()
             except StoreError as exc:
                 self.on_error(exc)
+        with self._save_lock:
+            if self.lease is not None:
+                self.lease.release()
+                self.lease = None
 
 
 __all__ = ["AUTOSAVE_DELAY", "AUTOSAVE_MAX_WAIT", "Autosaver"]

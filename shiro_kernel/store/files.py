@@ -63,14 +63,24 @@ def write_json(path: Path, value: Any) -> None:
 
 def read_json(path: Path) -> Any:
     """The parsed file; ``None`` when it does not exist; :class:`CorruptFile` when it cannot be parsed."""
+    return read_json_stat(path)[0]
+
+
+def read_json_stat(path: Path) -> tuple[Any, os.stat_result | None]:
+    """:func:`read_json` and the ``stat`` of the very file that was read (None when it does not exist):
+    a writer renaming a new version in meanwhile cannot make the two disagree."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            raw = fh.read()
     except FileNotFoundError:
-        return None
-    except (UnicodeDecodeError, OSError) as exc:
-        raise CorruptFile(Path(path), str(exc)) from None
+        return None, None
+    except OSError as exc:
+        raise CorruptFile(Path(path), _why(exc)) from None
     try:
-        return json.loads(text)
+        return json.loads(raw.decode("utf-8")), st
+    except UnicodeDecodeError as exc:
+        raise CorruptFile(Path(path), str(exc)) from None
     except json.JSONDecodeError as exc:
         raise CorruptFile(Path(path), f"{exc.msg} at line {exc.lineno}") from None
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from . import files as storage
+from ..errors import CorruptFile
+from . import files
 from .paths import home, project_slug
 
 LIMIT = 200
@@ -39,33 +40,31 @@ class PromptHistory:
     def entries(self) -> list[str]:
         """Oldest first; [] when missing or corrupt."""
         try:
-            raw = storage.read_json(self.path)
-        except storage.CorruptFile:
+            raw = files.read_json(self.path)
+        except CorruptFile:
             return []
         return _clean(raw) or []
 
     def append(self, prompt: str) -> bool:
         """Record a prompt; False when it was not recorded (blank, slash command, immediate repeat)."""
-        if not isinstance(prompt, str):
-            return False
         text = prompt.strip()
         if not text or text.startswith("/"):
             return False
-        with storage.locked(self.path):
+        with files.locked(self.path):
             try:
-                raw = storage.read_json(self.path)
-            except storage.CorruptFile:
-                storage.quarantine(self.path)
+                raw = files.read_json(self.path)
+            except CorruptFile:
+                files.quarantine(self.path)
                 raw = []
             entries = _clean(raw)
             if entries is None:
                 if raw is not None:  # valid JSON but not a list: keep it aside, never overwrite it
-                    storage.quarantine(self.path)
+                    files.quarantine(self.path)
                 entries = []
             if entries and entries[-1] == text:
                 return False
             entries.append(text)
-            storage.write_json(self.path, entries[-LIMIT:])
+            files.write_json(self.path, entries[-LIMIT:])
         return True
 
 

@@ -77,19 +77,38 @@ class Row:
 
     def values(self) -> tuple[object, ...]:
         i = self.info
-        return (i.id, i.updated_at, i.created_at, i.title, i.messages, i.notebook_path, i.cwd, self.mtime_ns,
-                self.size, int(self.corrupt))
+        return (
+            i.id,
+            i.updated_at,
+            i.created_at,
+            i.title,
+            i.messages,
+            i.notebook_path,
+            i.cwd,
+            self.mtime_ns,
+            self.size,
+            int(self.corrupt),
+        )
 
 
 _COLUMNS = "id, created_at, updated_at, title, messages, notebook_path, cwd"
-_UPSERT = ("INSERT OR REPLACE INTO sessions (id, updated_at, created_at, title, messages, notebook_path, cwd, "
-           "mtime_ns, size, corrupt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_UPSERT = (
+    "INSERT OR REPLACE INTO sessions (id, updated_at, created_at, title, messages, notebook_path, cwd, "
+    "mtime_ns, size, corrupt) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 def _info(row: tuple[object, ...]) -> SessionInfo:
     sid, created, updated, title, messages, notebook, cwd = row
-    return SessionInfo(str(sid), str(created), str(updated), str(title), int(messages),  # type: ignore[call-overload]
-                       notebook if isinstance(notebook, str) else None, cwd if isinstance(cwd, str) else None)
+    return SessionInfo(
+        str(sid),
+        str(created),
+        str(updated),
+        str(title),
+        int(messages),  # type: ignore[call-overload]
+        notebook if isinstance(notebook, str) else None,
+        cwd if isinstance(cwd, str) else None,
+    )
 
 
 class SessionIndex:
@@ -187,15 +206,22 @@ class SessionIndex:
         assert column in ("notebook_path", "cwd")
         wanted = list(dict.fromkeys(values))
         marks = ", ".join("?" * len(wanted))
-        rows = self._query(f"SELECT {_COLUMNS} FROM sessions WHERE corrupt = 0 AND {column} IN ({marks}) "
-                           "ORDER BY updated_at DESC, id DESC LIMIT 1", tuple(wanted))
+        rows = self._query(
+            f"SELECT {_COLUMNS} FROM sessions WHERE corrupt = 0 AND {column} IN ({marks}) "
+            "ORDER BY updated_at DESC, id DESC LIMIT 1",
+            tuple(wanted),
+        )
         return _info(rows[0]) if rows else None
 
     def all_paths(self, column: str) -> list[str]:
         """The distinct values of ``column`` (for path comparisons that SQL cannot do)."""
         assert column in ("notebook_path", "cwd")
-        return [str(r[0]) for r in self._query(f"SELECT DISTINCT {column} FROM sessions WHERE corrupt = 0 "
-                                               f"AND {column} IS NOT NULL", ())]
+        return [
+            str(r[0])
+            for r in self._query(
+                f"SELECT DISTINCT {column} FROM sessions WHERE corrupt = 0 AND {column} IS NOT NULL", ()
+            )
+        ]
 
     def get(self, session_id: str) -> Row | None:
         rows = self._query(f"SELECT {_COLUMNS}, mtime_ns, size, corrupt FROM sessions WHERE id = ?", (session_id,))
@@ -206,8 +232,10 @@ class SessionIndex:
 
     def with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
         """Readable ids starting with ``prefix`` (already lowercase), in order; a range scan of the key."""
-        rows = self._query("SELECT id FROM sessions WHERE corrupt = 0 AND id >= ? AND id < ? ORDER BY id LIMIT ?",
-                           (prefix, prefix + "\U0010ffff", limit))
+        rows = self._query(
+            "SELECT id FROM sessions WHERE corrupt = 0 AND id >= ? AND id < ? ORDER BY id LIMIT ?",
+            (prefix, prefix + "\U0010ffff", limit),
+        )
         return [str(r[0]) for r in rows]
 
     def _query(self, sql: str, args: tuple[object, ...]) -> list[tuple[object, ...]]:
@@ -240,8 +268,10 @@ class SessionIndex:
         with self._lock:
             db = db or self._connect()
             with _transaction(db):
-                known = {str(r[0]): (int(r[1]), int(r[2])) for r in  # type: ignore[call-overload]
-                         db.execute("SELECT id, mtime_ns, size FROM sessions").fetchall()}
+                known = {
+                    str(r[0]): (int(r[1]), int(r[2]))
+                    for r in db.execute("SELECT id, mtime_ns, size FROM sessions").fetchall()
+                }
                 seen: set[str] = set()
                 read = 0
                 try:
@@ -281,9 +311,15 @@ def record_id(name: str) -> str | None:
 
 def row_for(session_id: str, record: dict[str, object], st: os.stat_result) -> Row:
     nb, cwd, messages = record.get("notebookPath"), record.get("cwd"), record.get("messages")
-    info = SessionInfo(session_id, str(record.get("createdAt") or ""), str(record.get("updatedAt") or ""),
-                       str(record.get("title") or "untitled"), len(messages) if isinstance(messages, list) else 0,
-                       nb if isinstance(nb, str) else None, cwd if isinstance(cwd, str) else None)
+    info = SessionInfo(
+        session_id,
+        str(record.get("createdAt") or ""),
+        str(record.get("updatedAt") or ""),
+        str(record.get("title") or "untitled"),
+        len(messages) if isinstance(messages, list) else 0,
+        nb if isinstance(nb, str) else None,
+        cwd if isinstance(cwd, str) else None,
+    )
     return Row(info, st.st_mtime_ns, st.st_size)
 
 

@@ -36,7 +36,7 @@ def _git_dir(folder: Path) -> Path | None:
     if dotgit.is_file():  # a worktree or submodule: "gitdir: <path>"
         text = dotgit.read_text(errors="replace").strip()
         if text.startswith("gitdir:"):
-            target = Path(text[len("gitdir:"):].strip())
+            target = Path(text[len("gitdir:") :].strip())
             return target if target.is_absolute() else (folder / target).resolve()
     return None
 

@@ -3,7 +3,8 @@
     {"id", "createdAt", "updatedAt", "cwd", "provider": "openai", "model", "title",
      "inputTokens", "outputTokens", "costUsd" (omitted when unpriced),
      "notebook": {"todos": [...]}, "notebookPath", "cells" (the notebook's cell fingerprint at the end
-     of the last turn; omitted before the first), "messages": [...]}
+     of the last turn; omitted before the first), "vision": false (only once the model refused images),
+     "messages": [...]}
 
 Pure functions, no files: :mod:`shiro_kernel.store.sessions` writes and reads them.
 """
@@ -34,8 +35,7 @@ def title_of(messages: Iterable[Message]) -> str:
     return "untitled"
 
 
-def session_to_record(session: Session, model: str | None = None, *, updated_at: str | None = None
-                      ) -> dict[str, Any]:
+def session_to_record(session: Session, model: str | None = None, *, updated_at: str | None = None) -> dict[str, Any]:
     """The record of ``session``; ``model`` defaults to the one its last turn used."""
     messages = list(session.messages)  # a snapshot: the turn loop may append meanwhile
     record: dict[str, Any] = {
@@ -55,6 +55,8 @@ def session_to_record(session: Session, model: str | None = None, *, updated_at:
     record["notebookPath"] = None if session.notebook_path is None else str(session.notebook_path)
     if session.cells is not None:
         record["cells"] = list(session.cells)
+    if session.vision is False:
+        record["vision"] = False
     record["messages"] = messages_to_json(messages)
     return record
 
@@ -79,12 +81,16 @@ def session_from_record(record: dict[str, Any]) -> Session:
         cwd=str(record.get("cwd") or os.getcwd()),
         notebook_path=record.get("notebookPath") if isinstance(record.get("notebookPath"), str) else None,
         messages=messages_from_json(record["messages"]),
-        usage=Usage(int(record.get("inputTokens") or 0), int(record.get("outputTokens") or 0),
-                    float(cost) if isinstance(cost, (int, float)) else None),
+        usage=Usage(
+            int(record.get("inputTokens") or 0),
+            int(record.get("outputTokens") or 0),
+            float(cost) if isinstance(cost, (int, float)) else None,
+        ),
     )
     notebook = record.get("notebook")
     session.tasks.restore(notebook.get("todos") if isinstance(notebook, dict) else None)
     session.cells = valid_cells(record.get("cells"))
+    session.vision = False if record.get("vision") is False else None
     return session
 
 

@@ -4,6 +4,15 @@ for the format), with the SQLite index beside them (:mod:`~shiro_kernel.store.in
 A session with no messages is never written. A record that cannot be parsed is skipped by every listing,
 never loaded and never overwritten: saving over it first moves it aside (``<id>.json.corrupt-<time>``).
 Saves by several kernels are serialised by a file lock, so a record and its index row always agree.
+
+**Two kernels, one session.** A session is written by one kernel at a time: the kernel that has it open
+holds its lease (:mod:`~shiro_kernel.store.live`). :meth:`SessionStore.take` — how a kernel resumes a
+session — forks when the session is open in another live kernel: this kernel continues in a copy with a
+new id (saved at once), and the other kernel's record is never touched. As a second guard, for kernels
+that cannot hold leases (an older version, a file system without ``flock``), :meth:`SessionStore.save`
+never overwrites a record that changed on disk since this store last read or wrote it: it writes the
+session under a new id instead (:attr:`SessionStore.moved` says so). Either way no message is lost and
+every "Saved N messages" names a record that holds them.
 """
 
 from __future__ import annotations
@@ -11,20 +20,51 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import Ambiguous, CorruptFile, RequestError
+from ..errors import Ambiguous, CorruptFile, RequestError, StoreError
 from ..session import Session
 from . import files
-from .ids import short_id
+from .ids import now_iso, short_id, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
+from .live import Busy, Lease, claim
 from .paths import home
 from .records import check_record, session_from_record, session_to_record
 
 LIST_LIMIT = 15
 
 _ID_OK = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]*$")
+
+
+#: what identifies one version of a record file: a save renames a new file (a new inode) into place
+Stamp = tuple[int, int, int]
+
+
+def _stamp(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@dataclass
+class Taken:
+    """What :meth:`SessionStore.take` gives: the session to continue, the lease on it (None where leases
+    do not work) and, when it is a copy, the id it was copied from and who holds that one."""
+
+    session: Session
+    lease: Lease | None
+    forked_from: str | None = None
+    holder: str | None = None
+
+    def note(self) -> str:
+        """The line telling the user this kernel continues in a copy ('' when it is not a copy)."""
+        if self.forked_from is None:
+            return ""
+        return (
+            f"session {short_id(self.forked_from)} is open in another kernel ({self.holder}), so this kernel "
+            f"continues in a copy, {short_id(self.session.id)}: each kernel saves its own record and neither "
+            "loses messages"
+        )
 
 
 def _same_path(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -37,6 +77,12 @@ class SessionStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = Path(root) if root is not None else home() / "sessions"
         self.index = SessionIndex(self.root)
+        #: the version of each record this store last read or wrote (the conflict guard of :meth:`save`)
+        self._stamps: dict[str, Stamp] = {}
+        #: the leases this store holds, by session id
+        self._leases: dict[str, Lease] = {}
+        #: sessions :meth:`save` wrote under a new id because their record changed elsewhere: old -> new
+        self.moved: dict[str, str] = {}
 
     def path_for(self, session_id: str) -> Path:
         if not isinstance(session_id, str) or not _ID_OK.match(session_id):
@@ -47,17 +93,43 @@ class SessionStore:
     def save(self, session: Session, *, model: str | None = None) -> bool:
         """Write the session's record (fresh ``updatedAt``) and its index row; False for a session with no
         messages (nothing is written). Raises :class:`~shiro_kernel.errors.StoreError` when the disk
-        refuses (full, read-only); a corrupt record in the way is set aside first."""
+        refuses (full, read-only); a corrupt record in the way is set aside first.
+
+        A record that another writer changed since this store last read or wrote it is never overwritten:
+        the session gets a new id (``session.id`` changes, :attr:`moved` records old -> new) and is
+        written under it, so both conversations are kept."""
         if not session.messages:
             return False
-        record = session_to_record(session, model)
-        path = self.path_for(session.id)
-        text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
         with files.locked(self.root / ".save"):
-            self._set_aside_if_corrupt(path)
+            path = self.path_for(session.id)
+            self._set_aside_if_corrupt(path)  # garbage in the way is no conversation to keep
+            if self._changed_elsewhere(session.id, path):
+                old = session.id
+                session.id = uuid7()
+                self.moved[old] = session.id
+                path = self.path_for(session.id)
+            record = session_to_record(session, model)
+            text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
             files.write_atomic(path, text)
-            self.index.put(row_for(session.id, record, path.stat()))
+            try:
+                st = path.stat()
+            except OSError as exc:
+                raise StoreError(f"could not write {path} ({exc.strerror or type(exc).__name__})") from exc
+            self._stamps[session.id] = _stamp(st)
+            try:
+                self.index.put(row_for(session.id, record, st))
+            except StoreError:
+                pass  # the record is written (it is the truth); a reader finds the index stale and repairs it
         return True
+
+    def _changed_elsewhere(self, session_id: str, path: Path) -> bool:
+        known = self._stamps.get(session_id)
+        if known is None:
+            return False
+        try:
+            return _stamp(path.stat()) != known
+        except FileNotFoundError:
+            return False  # deleted meanwhile: nothing to overwrite
 
     def _set_aside_if_corrupt(self, path: Path) -> None:
         try:
@@ -77,22 +149,59 @@ class SessionStore:
         """The raw record. Raises :class:`RequestError` when there is none and
         :class:`~shiro_kernel.errors.CorruptFile` when it cannot be parsed."""
         path = self.path_for(session_id)
-        raw = files.read_json(path)
+        raw, st = files.read_json_stat(path)
         if raw is None:
             raise RequestError(f'no session matching "{session_id}"')
         try:
-            return check_record(raw)
+            record = check_record(raw)
         except ValueError as exc:
             raise CorruptFile(path, str(exc)) from None
+        if st is not None:
+            self._stamps[session_id] = _stamp(st)
+        return record
 
     def load(self, session_id: str) -> Session:
         """The session (messages, totals, task list); the errors of :meth:`load_record`."""
-        record = self.load_record(session_id)
+        return self._session_of(session_id, self.load_record(session_id))
+
+    def _session_of(self, session_id: str, record: dict[str, Any]) -> Session:
         record.setdefault("id", session_id)
         try:
             return session_from_record(record)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFile(self.path_for(session_id), str(exc)) from None
+
+    # -- which kernel has a session open -------------------------------------------------------------
+    def hold(self, session_id: str) -> Lease | Busy | None:
+        """Take (or take another reference to) this kernel's lease on ``session_id``: the :class:`Lease`,
+        :class:`Busy` when another live kernel holds it, None where leases do not work."""
+        lease = self._leases.get(session_id)
+        if lease is not None and lease.held:
+            return lease.retain()
+        got = claim(self.root, session_id, on_free=self._freed)
+        if isinstance(got, Lease):
+            self._leases[session_id] = got
+        return got
+
+    def _freed(self, lease: Lease) -> None:
+        if self._leases.get(lease.session_id) is lease:
+            del self._leases[lease.session_id]
+
+    def take(self, session_id: str) -> Taken:
+        """Load a session to continue it in this kernel, with its lease. When another live kernel has it
+        open, the session returned is a copy under a new id (written at once, with its own lease): the
+        two kernels then write two records and neither loses the other's messages. Errors as :meth:`load`."""
+        record = self.load_record(session_id)
+        got = self.hold(session_id)
+        if not isinstance(got, Busy):
+            return Taken(self._session_of(session_id, record), got)
+        copy = self._session_of(session_id, {**record, "id": uuid7(), "createdAt": now_iso()})
+        lease = self.hold(copy.id)
+        try:
+            self.save(copy)
+        except StoreError:
+            pass  # the autosaver tries again and reports a failure in the footer
+        return Taken(copy, lease if isinstance(lease, Lease) else None, session_id, got.holder)
 
     def set_aside(self, session_id: str) -> Path | None:
         """Move an unreadable record aside (``.corrupt-<time>``) and drop its row; where it went."""
@@ -110,14 +219,18 @@ class SessionStore:
             return []
         return self.index.newest(limit)
 
-    def latest_for_notebook(self, notebook_path: str | os.PathLike[str] | None,
-                            cwd: str | os.PathLike[str] | None = None) -> SessionInfo | None:
+    def latest_for_notebook(
+        self, notebook_path: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None = None
+    ) -> SessionInfo | None:
         """The newest session recorded for this notebook; when the notebook is unknown (``None``, e.g.
         terminal IPython) the newest whose ``cwd`` is ``cwd`` (default: the working directory)."""
         if not self.root.is_dir():
             return None
-        column, want = (("notebook_path", notebook_path) if notebook_path is not None
-                        else ("cwd", cwd if cwd is not None else os.getcwd()))
+        column, want = (
+            ("notebook_path", notebook_path)
+            if notebook_path is not None
+            else ("cwd", cwd if cwd is not None else os.getcwd())
+        )
         want_s = os.fspath(want)
         # the same path may have been recorded spelled differently (relative, `..`): compare normalised
         spellings = [want_s, *(p for p in self.index.all_paths(column) if p != want_s and _same_path(p, want_s))]
@@ -151,4 +264,4 @@ class SessionStore:
         return len(self.index.newest(None))
 
 
-__all__ = ["LIST_LIMIT", "Row", "SessionInfo", "SessionStore", "short_id"]
+__all__ = ["LIST_LIMIT", "Row", "SessionInfo", "SessionStore", "Taken", "short_id"]

@@ -7,6 +7,7 @@ import importlib
 from typing import Any
 
 from ..errors import ShiroError
+from ..store.assets import assets
 from ..text import cut
 from ..transcript import ToolCallPart, ToolResultPart
 from .base import MAX_RESULT_CHARS, Image, Tool, ToolContext, ToolError, ToolOutput
@@ -31,9 +32,16 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     """Light validation against the tool's schema: unknown keys, missing required keys, types."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
     unknown = sorted(set(args) - set(props))
-    if unknown:
+    if unknown and tool.parameters.get("additionalProperties", True) is False:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)}; {tool.name} takes {', '.join(props) or 'none'}")
-    checks = {"string": str, "integer": int, "number": (int, float), "boolean": bool, "array": list, "object": dict}
+    checks: dict[str, tuple[type, ...]] = {
+        "string": (str,),
+        "integer": (int,),
+        "number": (int, float),
+        "boolean": (bool,),
+        "array": (list,),
+        "object": (dict,),
+    }
     for name, prop in props.items():
         value = args.get(name)
         kinds = prop.get("type", [])
@@ -42,8 +50,7 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
             if name in tool.parameters.get("required", []) and "null" not in kinds:
                 raise ToolError(f"missing required argument {name!r}")
             continue
-        allowed = tuple(t for k in kinds if k != "null" for t in (
-            checks[k] if isinstance(checks.get(k), tuple) else (checks[k],)) if k in checks)
+        allowed = tuple(t for k in kinds if k in checks for t in checks[k])
         if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
             want = " or ".join(k for k in kinds if k != "null")
             raise ToolError(f"argument {name!r} must be {want}, not {type(value).__name__}")
@@ -54,9 +61,11 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
 
 def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
+
     def result(output: str, is_error: bool = False) -> ToolResultPart:
-        return ToolResultPart(call.call_id, call.name, cut(output, MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4),
-                              is_error=is_error)
+        return ToolResultPart(
+            call.call_id, call.name, cut(output, MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4), is_error=is_error
+        )
 
     tool = tools.get(call.name)
     if tool is None:
@@ -73,4 +82,16 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
         raise
     except Exception as exc:  # a tool's bug must not end the turn
         return result(f"Error: {type(exc).__name__}: {exc}", True)
-    return result(output.text if isinstance(output, ToolOutput) else output)
+    if not isinstance(output, ToolOutput):
+        return result(output)
+    part = result(output.text)
+    part.displays = list(output.displays)
+    notes: list[str] = []
+    for image in output.images:  # the model's copy: downscaled, stored by hash, referred to from the part
+        try:
+            part.images.append(assets().put(image.data, image.mime, max_px=ctx.image_max_px, alt=image.alt))
+        except ValueError as exc:
+            notes.append(f"[an image could not be read and was not sent: {exc}]")
+    if notes:
+        part.output = "\n".join([part.output, *notes])
+    return part

@@ -17,6 +17,8 @@ from typing import Any
 
 from ..errors import ToolError
 
+__all__ = ["MAX_RESULT_CHARS", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
+
 #: How much of one tool result the model sees; the rest is cut with a note saying so.
 MAX_RESULT_CHARS = 20_000
 
@@ -27,6 +29,8 @@ class Image:
 
     data: bytes
     mime: str  # image/png | image/jpeg | image/gif | image/webp
+    #: a text stand-in for a model that takes no images (a figure's title, axes and series)
+    alt: str = ""
 
 
 @dataclass
@@ -54,11 +58,16 @@ class ToolContext:
     abort: threading.Event | None = None
     #: a one-line progress report for the running call's row in the live view (e.g. "3/10 files")
     progress: Callable[[str], None] | None = None
+    #: images for the model are downscaled to this long side (``Shiro.image_max_px``)
+    image_max_px: int = 1024
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.
 
-        Symlinks are followed, so a link pointing out of the project is refused too.
+        Symlinks are followed, so a link pointing out of the project is refused too. The session's two
+        memory scope folders (``extras["memories"]``: its ``project_dir`` and ``system_dir``, where
+        ``memory_write`` says it wrote) are open too, for the files right in them, with the same checks
+        and no ``..``: not the folders themselves, another project's memories or the dot-files there.
         """
         if not isinstance(path, str) or not path.strip():
             raise ToolError("path is empty")
@@ -70,8 +79,27 @@ class ToolContext:
             candidate = root / candidate
         real = Path(os.path.realpath(candidate))
         if real != root and root not in real.parents:
-            raise ToolError(f"path {path!r} is outside the project root {root}; only files under it can be used")
+            if ".." not in Path(path).parts and self._in_memory_folder(real):
+                return real
+            also = " (or right in this session's memory folders)" if any(self._memory_folders()) else ""
+            raise ToolError(f"path {path!r} is outside the project root {root}; only files under it{also} can be used")
         return real
+
+    def _memory_folders(self) -> tuple[Path | None, Path | None]:
+        """The session's memory scope folders (project, system), symlinks resolved; (None, None) without
+        a memory store (``--no-memory``)."""
+        store = self.extras.get("memories")
+        out = []
+        for attr in ("project_dir", "system_dir"):
+            folder = getattr(store, attr, None)
+            out.append(Path(os.path.realpath(folder)) if isinstance(folder, (str, Path)) and str(folder) else None)
+        return out[0], out[1]
+
+    def _in_memory_folder(self, real: Path) -> bool:
+        """A file right in one of the session's memory scope folders. Not a folder (a walk of the system
+        folder would reach every project's memories under ``projects/``) and not a dot-file (the index
+        lock, the provenance sidecar, bundle records and the trash)."""
+        return real.parent in self._memory_folders() and not real.name.startswith(".") and not real.is_dir()
 
 
 @dataclass(frozen=True)

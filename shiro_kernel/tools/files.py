@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.files import write_atomic
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
 DEFAULT_LIMIT = 2000  # lines read_file shows by default
 LINE_CHARS = 2000  # longer lines are cut in read_file
@@ -25,8 +25,18 @@ GREP_LINE_CHARS = 300
 GREP_MAX_FILE_BYTES = 5_000_000
 SNIFF_BYTES = 8192
 #: folders never walked into by list_files and grep (unless the path itself points inside one)
-SKIP_DIRS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".ipynb_checkpoints",
-                       ".mypy_cache", ".pytest_cache", ".ruff_cache"})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        "node_modules",
+        "__pycache__",
+        ".venv",
+        ".ipynb_checkpoints",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+    }
+)
 
 
 # -- helpers -------------------------------------------------------------------------------------
@@ -45,18 +55,17 @@ def _is_binary(head: bytes) -> bool:
 
 def _read_text(ctx: ToolContext, path: Path, what: str) -> str:
     """The whole file as text (newlines kept as they are); refuses folders, binaries, bad encodings."""
-    if not path.exists():
-        raise ToolError(f"{_rel(ctx, path)} does not exist; use list_files to find the right path")
-    if path.is_dir():
-        raise ToolError(f"{_rel(ctx, path)} is a folder, not a file; use list_files to see what it holds")
+    _regular(ctx, path)
     data = path.read_bytes()
     if _is_binary(data[:SNIFF_BYTES]):
         raise ToolError(f"{_rel(ctx, path)} is a binary file; {what} only works on text files")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ToolError(f"{_rel(ctx, path)} is not valid UTF-8 text ({exc.reason} at byte {exc.start}); "
-                        f"{what} only works on UTF-8 text files") from None
+        raise ToolError(
+            f"{_rel(ctx, path)} is not valid UTF-8 text ({exc.reason} at byte {exc.start}); "
+            f"{what} only works on UTF-8 text files"
+        ) from None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -91,15 +100,46 @@ def _required_str(args: dict[str, Any], name: str, allow_empty: bool = False) ->
 
 
 # -- read_file -----------------------------------------------------------------------------------
-def read_file(args: dict[str, Any], ctx: ToolContext) -> str:
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+MAX_IMAGE_BYTES = 20_000_000
+
+
+def _regular(ctx: ToolContext, path: Path) -> None:
+    """Refuse what is not a regular file: reading a FIFO, a device or a socket would wait forever."""
+    if not path.exists():
+        raise ToolError(f"{_rel(ctx, path)} does not exist; use list_files to find the right path")
+    if path.is_dir():
+        raise ToolError(f"{_rel(ctx, path)} is a folder, not a file; use list_files to see what it holds")
+    if not path.is_file():
+        raise ToolError(f"{_rel(ctx, path)} is not a regular file (a pipe, device or socket); it cannot be read")
+
+
+def _read_image(ctx: ToolContext, path: Path) -> ToolOutput:
+    size = path.stat().st_size
+    rel = _rel(ctx, path)
+    if size > MAX_IMAGE_BYTES:
+        raise ToolError(f"{rel} is a {size:,}-byte image, over the {MAX_IMAGE_BYTES:,}-byte limit for reading it")
+    mime = IMAGE_TYPES[path.suffix.lower()]
+    return ToolOutput(
+        f"{rel}: a {mime} image of {size:,} bytes, attached as an image",
+        images=[Image(path.read_bytes(), mime, alt=f"the image file {rel}")],
+    )
+
+
+def read_file(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     path = ctx.resolve(_required_str(args, "path"))
     offset = _optional_int(args, "offset", 1)
     limit = _optional_int(args, "limit", DEFAULT_LIMIT)
     rel = _rel(ctx, path)
-    if not path.exists():
-        raise ToolError(f"{rel} does not exist; use list_files to find the right path")
-    if path.is_dir():
-        raise ToolError(f"{rel} is a folder, not a file; use list_files to see what it holds")
+    _regular(ctx, path)
+    if path.suffix.lower() in IMAGE_TYPES:
+        return _read_image(ctx, path)
     shown: list[str] = []
     total = 0
     with open(path, "rb") as fh:
@@ -156,13 +196,16 @@ def edit_file(args: dict[str, Any], ctx: ToolContext) -> str:
         old, new = old.replace("\n", "\r\n"), new.replace("\r\n", "\n").replace("\n", "\r\n")
         count = text.count(old)
     if count == 0:
-        raise ToolError(f"old text not found in {rel} (0 matches); read the file and copy the exact text, "
-                        "including whitespace and indentation")
+        raise ToolError(
+            f"old text not found in {rel} (0 matches); read the file and copy the exact text, "
+            "including whitespace and indentation"
+        )
     if count > 1:
-        raise ToolError(f"old text occurs {count} times in {rel}; include more surrounding lines so it "
-                        "matches exactly once")
+        raise ToolError(
+            f"old text occurs {count} times in {rel}; include more surrounding lines so it matches exactly once"
+        )
     start = text.index(old)
-    updated = text[:start] + new + text[start + len(old):]
+    updated = text[:start] + new + text[start + len(old) :]
     _atomic_write(path, updated.encode("utf-8"))
     first = text.count("\n", 0, start) + 1
     changed = new.count("\n") + 1
@@ -195,12 +238,12 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
             out.append("[^/]")
             i += 1
         elif c == "[":
-            j = pattern.find("]", i + 2 if pattern[i + 1:i + 2] in ("!", "]") else i + 1)
+            j = pattern.find("]", i + 2 if pattern[i + 1 : i + 2] in ("!", "]") else i + 1)
             if j == -1:
                 out.append(re.escape(c))
                 i += 1
             else:
-                body = pattern[i + 1:j]
+                body = pattern[i + 1 : j]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")
@@ -213,6 +256,7 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 
 def _walk(base: Path, max_depth: int | None = None) -> Iterator[tuple[Path, bool]]:
     """(path, is_dir) under ``base``, sorted, skipping SKIP_DIRS; symlinked folders are not entered."""
+
     def visit(folder: Path, depth: int) -> Iterator[tuple[Path, bool]]:
         try:
             entries = sorted(os.scandir(folder), key=lambda e: e.name)
@@ -228,6 +272,7 @@ def _walk(base: Path, max_depth: int | None = None) -> Iterator[tuple[Path, bool
             yield Path(entry.path), is_dir
             if is_dir and (max_depth is None or depth + 1 < max_depth):
                 yield from visit(Path(entry.path), depth + 1)
+
     yield from visit(base, 0)
 
 
@@ -286,8 +331,10 @@ def _grep_files(ctx: ToolContext, target: Path) -> Iterator[Path]:
     if target.is_file():
         yield target
         return
+    if target.exists() and not target.is_dir():
+        return  # a pipe, device or socket: reading it could wait forever
     for path, is_dir in _walk(target):
-        if is_dir:
+        if is_dir or not path.is_file():  # not a regular file: skipped, never opened
             continue
         if path.is_symlink() and not _inside_root(ctx, path):
             continue
@@ -301,8 +348,10 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> str:
     try:
         regex = re.compile(pattern)
     except re.error as exc:
-        raise ToolError(f"invalid regular expression {pattern!r}: {exc}; escape special characters "
-                        "like ( [ . * with a backslash to match them literally") from None
+        raise ToolError(
+            f"invalid regular expression {pattern!r}: {exc}; escape special characters "
+            "like ( [ . * with a backslash to match them literally"
+        ) from None
     if not target.exists():
         raise ToolError(f"{_rel(ctx, target)} does not exist; use list_files to find the right path")
     single = target.is_file()
@@ -350,7 +399,8 @@ TOOLS = [
         name="read_file",
         description=(
             "Read a text file under the project root, with line numbers (like cat -n). Shows up to `limit` lines "
-            "(default 2000) from line `offset` (1-based) and says how to read more; binary files are refused."
+            "(default 2000) from line `offset` (1-based) and says how to read more; binary files are refused. "
+            "An image file (.png, .jpg, .gif, .webp) comes back as an image you can look at."
         ),
         parameters=schema(
             {
@@ -368,10 +418,12 @@ TOOLS = [
             "Create or overwrite a text file under the project root with `content` (parent folders are created; "
             "the write is atomic). Prefer edit_file for changing part of an existing file."
         ),
-        parameters=schema({
-            "path": {"type": "string", "description": "file path, relative to the project root"},
-            "content": {"type": "string", "description": "the complete new file content"},
-        }),
+        parameters=schema(
+            {
+                "path": {"type": "string", "description": "file path, relative to the project root"},
+                "content": {"type": "string", "description": "the complete new file content"},
+            }
+        ),
         run=write_file,
         mutates=True,
     ),
@@ -381,11 +433,13 @@ TOOLS = [
             "Replace one exact occurrence of `old` with `new` in a text file under the project root. `old` must "
             "match exactly once (whitespace included); otherwise nothing changes and the error says why."
         ),
-        parameters=schema({
-            "path": {"type": "string", "description": "file path, relative to the project root"},
-            "old": {"type": "string", "description": "the exact text to replace; must occur exactly once"},
-            "new": {"type": "string", "description": "the replacement text"},
-        }),
+        parameters=schema(
+            {
+                "path": {"type": "string", "description": "file path, relative to the project root"},
+                "old": {"type": "string", "description": "the exact text to replace; must occur exactly once"},
+                "new": {"type": "string", "description": "the replacement text"},
+            }
+        ),
         run=edit_file,
         mutates=True,
     ),
@@ -395,9 +449,11 @@ TOOLS = [
             "List files matching a glob relative to the project root ('*.py', 'data/*.csv', '**/*.ipynb'; "
             "'**' spans folders). Sorted, at most 500; .git, node_modules, __pycache__ and .venv are skipped."
         ),
-        parameters=schema({
-            "pattern": {"type": "string", "description": "glob pattern relative to the project root"},
-        }),
+        parameters=schema(
+            {
+                "pattern": {"type": "string", "description": "glob pattern relative to the project root"},
+            }
+        ),
         run=list_files,
     ),
     Tool(

@@ -23,8 +23,14 @@ HEAD_CHARS = 2_000
 
 #: IPython's own names in the user namespace (besides ``_*`` names and ``user_ns_hidden``).
 _IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
-_SKIPPED_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-                  types.BuiltinMethodType, type)
+_SKIPPED_TYPES = (
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.BuiltinMethodType,
+    type,
+)
 
 
 def _cut(text: str, limit: int = REPR_CHARS) -> str:
@@ -43,8 +49,11 @@ def _type_name(obj: Any) -> str:
     module = cls.__module__
     if module in ("builtins", "__main__", None):
         return cls.__qualname__
-    return f"{module.split('.')[0]}.{cls.__qualname__}" if module.startswith(("pandas", "numpy")) \
+    return (
+        f"{module.split('.')[0]}.{cls.__qualname__}"
+        if module.startswith(("pandas", "numpy"))
         else f"{module}.{cls.__qualname__}"
+    )
 
 
 def _indent(text: str, prefix: str = "    ") -> str:
@@ -158,8 +167,10 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
         if not chosen:
             return "No user variables are defined yet (modules, functions and classes are not listed)."
         if len(chosen) > MAX_VARIABLES:
-            note = (f"\n[{len(chosen) - MAX_VARIABLES} more variables not shown: "
-                    f"{', '.join(chosen[MAX_VARIABLES:MAX_VARIABLES + 30])}; pass names to inspect them]")
+            note = (
+                f"\n[{len(chosen) - MAX_VARIABLES} more variables not shown: "
+                f"{', '.join(chosen[MAX_VARIABLES : MAX_VARIABLES + 30])}; pass names to inspect them]"
+            )
             chosen = chosen[:MAX_VARIABLES]
     out = []
     for name in chosen:
@@ -181,8 +192,13 @@ TOOLS = [
             "variables (modules, functions and classes skipped; at most 60 listed)."
         ),
         parameters=schema(
-            {"names": {"type": "array", "items": {"type": "string"},
-                       "description": "variable names to inspect; null for all user variables"}},
+            {
+                "names": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "variable names to inspect; null for all user variables",
+                }
+            },
             optional=("names",),
         ),
         run=_run,

@@ -4,7 +4,9 @@
 The stores come from ``ctx.extras``: ``"notes"`` (a :class:`~shiro_kernel.notes.NoteStore`, or None
 under ``--no-memory``), ``"memories"`` (a :class:`~shiro_kernel.memories.MemoryStore`, or None) and
 ``"provenance"`` (an optional dict recorded with each remembered note). None of these tools touch
-the user's files, so none needs approval.
+the user's files, so none needs approval. ``memory_write`` names the file it wrote; the file tools
+accept that path (:meth:`~shiro_kernel.tools.base.ToolContext.resolve` allows the session's two memory
+scope folders), so a small change is an ``edit_file`` away.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ def _memories(ctx: ToolContext) -> MemoryStore:
 def _remember(args: dict[str, Any], ctx: ToolContext) -> str:
     text = args.get("text") or ""
     provenance = ctx.extras.get("provenance")
-    added = _notes(ctx).add(args.get("kind") or "", text,
-                            source=dict(provenance) if isinstance(provenance, dict) else None)
+    added = _notes(ctx).add(
+        args.get("kind") or "", text, source=dict(provenance) if isinstance(provenance, dict) else None
+    )
     if added.entry is None:
         return f"Already recorded: {text.strip()}"
     line = f"Remembered as {added.entry['kind']} ({added.stored} stored): {added.entry['text']}"
@@ -88,9 +91,14 @@ def _memory_read(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 def _memory_write(args: dict[str, Any], ctx: ToolContext) -> str:
-    return _memories(ctx).write(args.get("scope"), args.get("name"), args.get("content"),
-                                description=args.get("description"),
-                                current_model_only=bool(args.get("current_model_only")))
+    return _memories(ctx).write(
+        args.get("scope"),
+        args.get("name"),
+        args.get("content"),
+        description=args.get("description"),
+        current_model_only=bool(args.get("current_model_only")),
+        remove=bool(args.get("remove")),
+    )
 
 
 remember = Tool(
@@ -100,12 +108,17 @@ remember = Tool(
         "a command that works, a constraint, a trap you hit. Persisted across sessions and shown to you at start. "
         "Do not use it for narration or for anything specific to the current task only."
     ),
-    parameters=schema({
-        "kind": {"type": "string", "enum": list(KINDS),
-                 "description": "fact: how it is. decision: what was chosen and why. gotcha: a trap. "
-                                "command: an invocation that works"},
-        "text": {"type": "string", "description": "One self-contained line, understandable with no other context"},
-    }),
+    parameters=schema(
+        {
+            "kind": {
+                "type": "string",
+                "enum": list(KINDS),
+                "description": "fact: how it is. decision: what was chosen and why. gotcha: a trap. "
+                "command: an invocation that works",
+            },
+            "text": {"type": "string", "description": "One self-contained line, understandable with no other context"},
+        }
+    ),
     run=_remember,
 )
 
@@ -122,8 +135,9 @@ recall = Tool(
 forget = Tool(
     name="forget",
     description="Remove a memory that turned out to be wrong or is now obsolete. Search with recall first to get its text.",
-    parameters=schema({"text": {"type": "string",
-                                "description": "Exact text of the memory to remove, or a distinctive part of it"}}),
+    parameters=schema(
+        {"text": {"type": "string", "description": "Exact text of the memory to remove, or a distinctive part of it"}}
+    ),
     run=_forget,
 )
 
@@ -133,10 +147,16 @@ memory_read = Tool(
         "Read a memory entry from scoped memories. Scope is optional: if omitted, read falls back from project to "
         "system. Leave name blank to read indexes."
     ),
-    parameters=schema({
-        "name": {"type": "string", "description": "Memory entry name without .md extension; leave blank for indexes"},
-        "scope": {"type": "string", "description": "Optional scope: project or system"},
-    }, optional=("name", "scope")),
+    parameters=schema(
+        {
+            "name": {
+                "type": "string",
+                "description": "Memory entry name without .md extension; leave blank for indexes",
+            },
+            "scope": {"type": "string", "description": "Optional scope: project or system"},
+        },
+        optional=("name", "scope"),
+    ),
     run=_memory_read,
 )
 
@@ -144,19 +164,40 @@ memory_write = Tool(
     name="memory_write",
     description=(
         "Write or update a memory entry in a scoped memories directory (project or system). The index line is "
-        "maintained automatically; the result gives the full file path for later targeted edits."
+        "maintained automatically; the result gives the full file path for later targeted edits: for a small "
+        "change to an existing memory (a step, a line), use edit_file on that path rather than rewriting it all. "
+        "With name, scope and description only, just the index line changes. With name, scope and remove: true, "
+        "the memory (and its model overlays) moves to the trash and its index line is dropped."
     ),
-    parameters=schema({
-        "name": {"type": "string", "description": "Memory entry name without .md extension"},
-        "content": {"type": "string", "description": "Markdown content to write"},
-        "scope": {"type": "string", "enum": ["project", "system"],
-                  "description": "Scope to write into: project or system"},
-        "description": {"type": "string",
-                        "description": "Optional short description appended to the managed index line"},
-        "current_model_only": {"type": "boolean",
-                               "description": "Write a model-specific overlay for the current model only "
-                                              "(the base entry must already exist in that scope)"},
-    }, optional=("description", "current_model_only")),
+    parameters=schema(
+        {
+            "name": {"type": "string", "description": "Memory entry name without .md extension"},
+            "content": {
+                "type": "string",
+                "description": "Markdown content to write (empty for a description-only update or a remove)",
+            },
+            "scope": {
+                "type": "string",
+                "enum": ["project", "system"],
+                "description": "Scope to write into: project or system",
+            },
+            "description": {
+                "type": "string",
+                "description": "Optional short description appended to the managed index line",
+            },
+            "current_model_only": {
+                "type": "boolean",
+                "description": "Write a model-specific overlay for the current model only "
+                "(the base entry must already exist in that scope)",
+            },
+            "remove": {
+                "type": "boolean",
+                "description": "Remove the memory: its file and model overlays move to the trash and its index "
+                "line is dropped (pass only name and scope; bundle memories and the index cannot be removed)",
+            },
+        },
+        optional=("content", "description", "current_model_only", "remove"),
+    ),
     run=_memory_write,
 )
 

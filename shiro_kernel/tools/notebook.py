@@ -1,12 +1,14 @@
-"""Notebook tools: ``notebook_read`` (the notebook as saved on disk) and ``propose_cell``."""
+"""Notebook tools: ``notebook_read`` (the notebook as saved on disk; with ``images: true`` the cells' image
+outputs come back as images, so "look at my plot in cell 5" works) and ``propose_cell``."""
 
 from __future__ import annotations
 
+import base64
 import re
 from typing import Any
 
 from ..text import cut
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
 SOURCE_CHARS = 10_000  # per cell source
 OUTPUT_CHARS = 2_000  # per output
@@ -49,11 +51,34 @@ def _format_cell(index: int, cell: Any) -> str:
     return "\n".join(lines)
 
 
-def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str:
+#: images of one notebook_read call that reach the model
+MAX_IMAGES = 6
+
+
+def _cell_images(index: int, cell: Any) -> list[Image]:
+    """A cell's image outputs (PNG/JPEG/GIF), as images for the model."""
+    found: list[Image] = []
+    for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+        data = output.get("data") or {}
+        for mime in ("image/png", "image/jpeg", "image/gif"):
+            if mime in data:
+                try:
+                    raw = base64.b64decode(_text(data[mime]))
+                except ValueError:
+                    continue
+                plain = _text(data.get("text/plain", "")).strip()
+                found.append(Image(raw, mime, alt=f"cell [{index}] output: {plain or mime}"))
+                break
+    return found
+
+
+def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     path = ctx.notebook_path
     if path is None:
-        raise ToolError("no notebook is known for this session (the kernel could not tell which notebook it runs "
-                        "in); use list_files and read_file on the .ipynb file instead")
+        raise ToolError(
+            "no notebook is known for this session (the kernel could not tell which notebook it runs "
+            "in); use list_files and read_file on the .ipynb file instead"
+        )
     if not path.exists():
         raise ToolError(f"the notebook {path} does not exist on disk; it may not have been saved yet")
     import nbformat  # lazily: only this tool needs it
@@ -72,13 +97,25 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str:
         bad = [i for i in wanted if not -len(cells) <= i < len(cells)]
         if bad:
             valid = f"0-{len(cells) - 1}" if cells else "none: the notebook is empty"
-            raise ToolError(f"no cell {', '.join(map(str, bad))} in {path.name}; it has {len(cells)} cells "
-                            f"(indices {valid})")
+            raise ToolError(
+                f"no cell {', '.join(map(str, bad))} in {path.name}; it has {len(cells)} cells (indices {valid})"
+            )
         indices = [i % len(cells) for i in wanted]
     if not cells:
         return f"{path.name} has no cells."
     body = "\n\n".join(_format_cell(i, cells[i]) for i in indices)
-    return f"{path.name} as saved on disk ({len(cells)} cells; unsaved edits are not included):\n\n{body}"
+    text = f"{path.name} as saved on disk ({len(cells)} cells; unsaved edits are not included):\n\n{body}"
+    if not args.get("images"):
+        return text
+    images = [image for i in indices for image in _cell_images(i, cells[i])]
+    if not images:
+        return text + "\n\n(no image outputs in these cells)"
+    note = ""
+    if len(images) > MAX_IMAGES:
+        note = f"\n\n({len(images)} images in these cells; the first {MAX_IMAGES} are attached: ask for fewer cells)"
+        images = images[:MAX_IMAGES]
+    shown = "; ".join(image.alt for image in images)
+    return ToolOutput(f"{text}{note}\n\nattached as images: {shown}", images=images)
 
 
 def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -87,15 +124,21 @@ def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError("code is empty; pass the code for the new cell")
     lines = code.count("\n") + (0 if code.endswith("\n") else 1)
     if ctx.propose is None:
-        return ("The cell could not be inserted (no notebook front end is attached). Show the user this code so "
-                f"they can paste it into a cell:\n```python\n{code.rstrip()}\n```")
+        return (
+            "The cell could not be inserted (no notebook front end is attached). Show the user this code so "
+            f"they can paste it into a cell:\n```python\n{code.rstrip()}\n```"
+        )
     try:
         ctx.propose(code)
     except Exception as exc:
-        return (f"The cell could not be inserted ({type(exc).__name__}: {exc}). Show the user this code so they "
-                f"can paste it into a cell:\n```python\n{code.rstrip()}\n```")
-    return (f"Proposed a new cell ({lines} lines) below the current one. It has not been run; the user decides "
-            "whether to run it.")
+        return (
+            f"The cell could not be inserted ({type(exc).__name__}: {exc}). Show the user this code so they "
+            f"can paste it into a cell:\n```python\n{code.rstrip()}\n```"
+        )
+    return (
+        f"Proposed a new cell ({lines} lines) below the current one. It has not been run; the user decides "
+        "whether to run it."
+    )
 
 
 TOOLS = [
@@ -103,12 +146,22 @@ TOOLS = [
         name="notebook_read",
         description=(
             "Read the current notebook as saved on disk: each cell's index, type, execution count, source and "
-            "outputs as text (images as placeholders, long outputs truncated). Pass cell indices or null for all."
+            "outputs as text (long outputs truncated). Pass cell indices or null for all; images: true attaches the "
+            "cells' image outputs (plots) as images you can look at."
         ),
         parameters=schema(
-            {"cells": {"type": "array", "items": {"type": "integer"},
-                       "description": "cell indices to read (0-based; negative counts from the end); null for all"}},
-            optional=("cells",),
+            {
+                "cells": {
+                    "type": "array",
+                    "items": {"type": "integer"},
+                    "description": "cell indices to read (0-based; negative counts from the end); null for all",
+                },
+                "images": {
+                    "type": "boolean",
+                    "description": "true: attach the cells' image outputs (plots) as images; null or false: text only",
+                },
+            },
+            optional=("cells", "images"),
         ),
         run=notebook_read,
     ),

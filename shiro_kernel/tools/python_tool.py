@@ -28,10 +28,10 @@ from types import CodeType
 from typing import Any
 
 import IPython
-from IPython.core.displaypub import DisplayPublisher
 
 from ..text import HeadTail, cut, joined
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Tool, ToolContext, ToolError, ToolOutput, schema
+from .displays import Capture, Publisher, collect_figures, open_figures, spy_on_formatter
 
 #: Captured output kept in memory: the first HEAD and the last TAIL characters.
 OUTPUT_HEAD_CHARS = 30_000
@@ -60,7 +60,7 @@ class _Stream(io.TextIOBase):
         self._fd = fd
 
     @property
-    def name(self) -> str:  # type: ignore[override]
+    def name(self) -> str:
         return self._name
 
     @property
@@ -114,35 +114,10 @@ class _BinaryStream(io.RawIOBase):
 
 
 def _no_input(prompt: Any = "") -> str:
-    raise RuntimeError("input() is not available in the python tool: the code runs without a user at the "
-                       "keyboard; set the value in the code instead")
-
-
-class _CapturingPublisher(DisplayPublisher):
-    """Records display data as text in the log instead of sending it to the notebook."""
-
-    def __init__(self, log: HeadTail[str], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._log = log
-
-    def publish(self, data: Any, metadata: Any = None, source: Any = None, *,
-                transient: Any = None, update: bool = False, **kwargs: Any) -> None:
-        text = _bundle_text(data if isinstance(data, dict) else {})
-        if text:
-            self._log.write(text if text.endswith("\n") else text + "\n")
-
-    def clear_output(self, wait: bool = False) -> None:
-        pass  # the log keeps everything; clearing would hide what the model needs to see
-
-
-def _bundle_text(data: dict[str, Any]) -> str:
-    """A display bundle as text: its ``text/plain``, else placeholders for what it holds."""
-    plain = data.get("text/plain")
-    if isinstance(plain, list):
-        plain = "".join(plain)
-    if isinstance(plain, str) and plain:
-        return cut(plain, VALUE_CHARS)
-    return " ".join(f"<{mime}>" for mime in data) if data else ""
+    raise RuntimeError(
+        "input() is not available in the python tool: the code runs without a user at the "
+        "keyboard; set the value in the code instead"
+    )
 
 
 class _FdCapture:
@@ -191,7 +166,7 @@ class _FdCapture:
         try:
             size = self._file.seek(0, os.SEEK_END)
             self._file.seek(0)
-            data = self._file.read(limit)
+            data: bytes = self._file.read(limit)
             text = data.decode("utf-8", "replace")
             if size > limit:
                 text += f"\n[... {size - limit} more bytes of output truncated ...]\n"
@@ -220,15 +195,16 @@ def _compile(shell: Any, code: str, filename: str) -> tuple[CodeType | None, Cod
 
 def _is_internal(filename: str) -> bool:
     path = os.path.normcase(os.path.abspath(filename)) if not filename.startswith("<") else filename
-    return (path == _THIS_FILE or path.startswith(_IPYTHON_DIR + os.sep)
-            or filename.startswith("<decorator-gen-"))
+    return path == _THIS_FILE or path.startswith(_IPYTHON_DIR + os.sep) or filename.startswith("<decorator-gen-")
 
 
 def _format_exception(exc: BaseException) -> str:
     """The exception with only the user's innermost frames (no IPython or tool internals)."""
     if isinstance(exc, SyntaxError) and "outside function" in str(exc.msg) and "await" in str(exc.msg):
-        exc.msg = (f"{exc.msg} (the python tool runs code synchronously: top-level await is not supported; "
-                   "use propose_cell to give the user a cell to run)")
+        exc.msg = (
+            f"{exc.msg} (the python tool runs code synchronously: top-level await is not supported; "
+            "use propose_cell to give the user a cell to run)"
+        )
     te = traceback.TracebackException.from_exception(exc, capture_locals=False)
     seen: set[int] = set()
     node: traceback.TracebackException | None = te
@@ -239,11 +215,32 @@ def _format_exception(exc: BaseException) -> str:
         omitted = max(0, len(frames) - keep)
         node.stack = traceback.StackSummary.from_list(frames[omitted:])
         if omitted:
-            node.__notes__ = [*(getattr(node, "__notes__", None) or []),
-                              f"(traceback shortened: {omitted} outer frame(s) not shown)"]
+            node.__notes__ = [  # type: ignore[attr-defined]  # read by format() since 3.11
+                *(getattr(node, "__notes__", None) or []),
+                f"(traceback shortened: {omitted} outer frame(s) not shown)",
+            ]
         node = node.__cause__ or (node.__context__ if not node.__suppress_context__ else None)
         keep = 1  # the exceptions this one was raised from: just where they happened
     return "".join(te.format())
+
+
+def _show_value(shell: Any, value: Any, capture: Capture) -> str:
+    """The last expression as a notebook shows it: its rich reprs (a figure, a DataFrame's HTML) go to
+    the capture like a display; the returned text is what the model reads."""
+    formatter = getattr(shell, "display_formatter", None)
+    if formatter is not None and not _plain_value(value):
+        try:
+            data, metadata = formatter.format(value)
+        except Exception:
+            data, metadata = {}, {}
+        if isinstance(data, dict) and any(k != "text/plain" for k in data):
+            capture.add({**data, "text/plain": _value_text(shell, value)}, metadata, obj=value)
+            return ""  # its text went to the model's text with the display
+    return _value_text(shell, value)
+
+
+def _plain_value(value: Any) -> bool:
+    return isinstance(value, (str, bytes, int, float, bool, list, tuple, dict, set))
 
 
 def _value_text(shell: Any, value: Any) -> str:
@@ -281,18 +278,22 @@ def _quiet(source: str) -> bool:
     return bool(lines) and lines[-1].endswith(";")
 
 
-def run_python(shell: Any, code: str) -> str:
-    """Run ``code`` in ``shell``'s user namespace on this thread and return everything it produced."""
+def run_python(shell: Any, code: str) -> ToolOutput:
+    """Run ``code`` in ``shell``'s user namespace on this thread and return everything it produced: the
+    text (stdout, stderr, displays as text, the last value, a traceback), the images for the model and
+    the displays for the user (:mod:`~shiro_kernel.tools.displays`)."""
     filename = f"<shiro-python-{next(_counter)}>"
     try:
         source = shell.transform_cell(code)
     except SyntaxError as exc:
-        return _format_exception(exc).rstrip("\n")
+        return ToolOutput(_format_exception(exc).rstrip("\n"))
     except Exception as exc:
-        return f"Error: could not transform the code ({type(exc).__name__}: {exc})"
+        raise ToolError(f"could not transform the code ({type(exc).__name__}: {exc})") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
 
     log: HeadTail[str] = HeadTail("", OUTPUT_HEAD_CHARS, OUTPUT_TAIL_CHARS)
+    capture = Capture(log)
+    figures_before = open_figures()
     error = ""
     value_text = ""
     saved_out, saved_err = sys.stdout, sys.stderr
@@ -308,32 +309,35 @@ def run_python(shell: Any, code: str) -> str:
         with fds:
             sys.stdout = _Stream(log, "<stdout>", 1 if fds.active else None)
             sys.stderr = _Stream(log, "<stderr>", 2 if fds.active else None)
-            shell.display_pub = _CapturingPublisher(log, shell=shell)
+            shell.display_pub = Publisher(capture, shell=shell)
             builtins.input = _no_input  # in a kernel, input() would prompt in the notebook and block the turn
             try:
-                statements, last = _compile(shell, source, filename)
-                if statements is not None:
-                    exec(statements, shell.user_global_ns, shell.user_ns)
-                if last is not None:
-                    value = eval(last, shell.user_global_ns, shell.user_ns)
-                    if value is not None and not _quiet(source):
-                        value_text = _value_text(shell, value)
+                with spy_on_formatter(shell, capture):
+                    statements, last = _compile(shell, source, filename)
+                    if statements is not None:
+                        exec(statements, shell.user_global_ns, shell.user_ns)
+                    if last is not None:
+                        value = eval(last, shell.user_global_ns, shell.user_ns)
+                        if value is not None and not _quiet(source):
+                            value_text = _show_value(shell, value, capture)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # SystemExit too: the user's code failing is a result
                 error = _format_exception(exc)
+            finally:
+                collect_figures(capture, figures_before)
     finally:
         builtins.input = saved_input
         sys.stdout, sys.stderr = saved_out, saved_err
         shell.display_pub = saved_pub
         fd_text = fds.read(OUTPUT_HEAD_CHARS)
 
-    parts = [joined(log), fd_text, value_text, error]
+    parts = [joined(log), fd_text, value_text, error, capture.note_text()]
     text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip())
-    return text or "(no output)"
+    return ToolOutput(text or "(no output)", images=capture.images, displays=capture.bundles)
 
 
-def _run(args: dict[str, Any], ctx: ToolContext) -> str:
+def _run(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     code = args.get("code")
     if not isinstance(code, str) or not code.strip():
         raise ToolError("code is empty; pass the Python code to run")
@@ -349,7 +353,9 @@ TOOLS = [
         description=(
             "Run Python code in the user's live IPython namespace (variables persist and are shared with the "
             "notebook; %magics and !commands work). Returns stdout, stderr, display output as text and the value "
-            "of the last expression, or a short traceback; long output is truncated, images show as placeholders."
+            "of the last expression, or a short traceback; long output is truncated. Figures (plt.show(), a "
+            "figure as the last expression, display(fig)) and displayed images come back to you as images and "
+            "are shown to the user under this call; figures are closed afterwards."
         ),
         parameters=schema({"code": {"type": "string", "description": "Python code to run, like a notebook cell"}}),
         run=_run,

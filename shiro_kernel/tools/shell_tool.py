@@ -58,8 +58,10 @@ class _Collector:
             head, tail = self.buffer.parts()
             dropped = self.buffer.dropped
         if dropped:
-            return (f"{head.decode('utf-8', 'replace')}\n[... {dropped:,} bytes of output truncated ...]\n"
-                    f"{tail.decode('utf-8', 'replace')}")
+            return (
+                f"{head.decode('utf-8', 'replace')}\n[... {dropped:,} bytes of output truncated ...]\n"
+                f"{tail.decode('utf-8', 'replace')}"
+            )
         return (head + tail).decode("utf-8", "replace")
 
 
@@ -81,8 +83,14 @@ def run_command(command: str, cwd: str, timeout_s: float) -> str:
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
-            [bash, "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-            stdout=write_fd, stderr=write_fd, start_new_session=True, close_fds=True,
+            [bash, "-c", command],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=write_fd,
+            stderr=write_fd,
+            start_new_session=True,
+            close_fds=True,
         )
     except OSError as exc:
         os.close(read_fd)
@@ -108,8 +116,10 @@ def run_command(command: str, cwd: str, timeout_s: float) -> str:
     if collector.thread.is_alive():
         notes.append("[background processes still hold the output open; their later output is not shown]")
     if timed_out:
-        notes.append(f"[timed out after {timeout_s:g} s: the command and its process group were killed; "
-                     f"pass a larger timeout_s (max {MAX_TIMEOUT_S}) if it needs longer, or run it in the background]")
+        notes.append(
+            f"[timed out after {timeout_s:g} s: the command and its process group were killed; "
+            f"pass a larger timeout_s (max {MAX_TIMEOUT_S}) if it needs longer, or run it in the background]"
+        )
     elif proc.returncode is not None and proc.returncode < 0:
         try:
             name = signal.Signals(-proc.returncode).name
@@ -131,8 +141,10 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ToolError(f"timeout_s must be a positive number of seconds (at most {MAX_TIMEOUT_S})")
     if timeout > MAX_TIMEOUT_S:
-        raise ToolError(f"timeout_s may be at most {MAX_TIMEOUT_S} seconds, not {timeout:g}; "
-                        "run longer jobs in the background and check on them later")
+        raise ToolError(
+            f"timeout_s may be at most {MAX_TIMEOUT_S} seconds, not {timeout:g}; "
+            "run longer jobs in the background and check on them later"
+        )
     root = ctx.resolve(".")
     return run_command(command, str(root), float(timeout))
 

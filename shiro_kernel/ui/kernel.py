@@ -12,7 +12,6 @@ Everything here is a no-op outside a kernel (terminal IPython, an ``InteractiveS
 
 from __future__ import annotations
 
-import signal
 import sys
 import threading
 from collections.abc import Callable
@@ -127,6 +126,8 @@ def on_interrupt(callback: Callable[[], bool]) -> Callable[[], None]:
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
+    import signal
+
     job_running = False
     for callback in list(_on_interrupt):
         job_running = callback() or job_running
@@ -153,6 +154,8 @@ def install_interrupt_handler(shell: Any) -> None:
 
 def uninstall_interrupt_handler(shell: Any) -> None:
     """Give the kernel back the SIGINT handler :func:`install_interrupt_handler` replaced."""
+    import signal
+
     global _previous_handler
     kernel = _kernel(shell)
     if kernel is not None and getattr(kernel, "saved_sigint_handler", None) is _on_sigint:

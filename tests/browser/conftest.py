@@ -18,15 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fakeopenai import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium") if Path(p).exists()),
-                "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM = next(
+    (p for p in ("/usr/bin/chromium", "/usr/lib/chromium/chromium") if Path(p).exists()), "/usr/bin/chromium"
+)
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 KEY = "sk-test-BROWSERKEY-never-in-outputs-7"
 
 
@@ -61,12 +68,19 @@ def lab(lab_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
     for name in ("ipython_config.py", "ipython_kernel_config.py"):
         (ipython / name).write_text('c.HistoryManager.hist_file = ":memory:"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SHIRO_", "JPY_"))}
-    env.update({
-        "SHIRO_HOME": str(base / "shiro_home"), "IPYTHONDIR": str(base / "ipython"),
-        "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"), "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
-        "OPENAI_BASE_URL": lab_fake.base_url, "OPENAI_API_KEY": KEY, "SHIRO_MODEL": "gpt-4o-mini",
-    })
+    env.update(
+        {
+            "SHIRO_HOME": str(base / "shiro_home"),
+            "IPYTHONDIR": str(base / "ipython"),
+            "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"),
+            "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+            "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
+            "OPENAI_BASE_URL": lab_fake.base_url,
+            "OPENAI_API_KEY": KEY,
+            "SHIRO_MODEL": "gpt-4o-mini",
+        }
+    )
     # no "get notified about Jupyter news?" toast over the notebook
     notification = base / "settings" / "@jupyterlab" / "apputils-extension"
     notification.mkdir(parents=True)
@@ -74,11 +88,27 @@ def lab(lab_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
     port = _free_port()
     log = open(base / "lab.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip", "127.0.0.1",
-         "--port", str(port), "--IdentityProvider.token=", "--ServerApp.password=",
-         "--LabApp.expose_app_in_browser=True", "--ServerApp.disable_check_xsrf=True",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.disable_check_xsrf=True",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -133,4 +163,3 @@ def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
         except Exception:
             pass
         context.close()
-

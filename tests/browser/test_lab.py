@@ -9,18 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
+from conftest import ARTIFACTS, KEY, Lab  # tests/browser/conftest.py (its folder is on sys.path)
+from fakeopenai import Call, Reply
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
-import pytest
-
-from conftest import ARTIFACTS, KEY, Lab  # tests/browser/conftest.py (its folder is on sys.path)
-from fakeopenai import Call, Reply
-
-TODOS = [{"content": "load the sales", "status": "done"},
-         {"content": "compare regions", "status": "in_progress"},
-         {"content": "plot", "status": "pending"},
-         {"content": "publish", "status": "blocked", "note": "no access"}]
+TODOS = [
+    {"content": "load the sales", "status": "done"},
+    {"content": "compare regions", "status": "in_progress"},
+    {"content": "plot", "status": "pending"},
+    {"content": "publish", "status": "blocked", "note": "no access"},
+]
 pytestmark = pytest.mark.timeout(150)
 
 BAR = f"tasks {'#' * 10}{'.' * 30} 1/4  1 blocked"
@@ -40,8 +40,10 @@ def open_notebook(page: Any, lab: Lab, name: str) -> None:
     page.wait_for_function(
         """name => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
                    const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-                   return !!k && k.status === 'idle' && w.context.path === name; }""", arg=name,
-        timeout=60_000)
+                   return !!k && k.status === 'idle' && w.context.path === name; }""",
+        arg=name,
+        timeout=60_000,
+    )
 
 
 def shot(page: Any, name: str) -> None:
@@ -55,17 +57,26 @@ def cell_output(page: Any, index: int) -> Any:
 
 def test_saved_turn_renders_without_its_kernel(lab: Lab, page: Any) -> None:
     lab.fake.enqueue(
-        Reply(text="Let me plan and compute.", tool_calls=[Call("todo_write", {"todos": TODOS}),
-                                                         Call("python", {"code": "df.x.mean()"})]),
-        Reply(text="The mean of `df.x` is **2.0**."))
+        Reply(
+            text="Let me plan and compute.",
+            tool_calls=[Call("todo_write", {"todos": TODOS}), Call("python", {"code": "df.x.mean()"})],
+        ),
+        Reply(text="The mean of `df.x` is **2.0**."),
+    )
     path = lab.root / "saved.ipynb"
-    nb = write_notebook(path, ["%load_ext shiro_kernel",
-                               "import pandas\ndf = pandas.DataFrame({'x': [1, 2, 3]})",
-                               '%config Shiro.approval = "auto"',
-                               "%shiro --wait what is the mean of df.x?"])
+    nb = write_notebook(
+        path,
+        [
+            "%load_ext shiro_kernel",
+            "import pandas\ndf = pandas.DataFrame({'x': [1, 2, 3]})",
+            '%config Shiro.approval = "auto"',
+            "%shiro --wait what is the mean of df.x?",
+        ],
+    )
     env = {**lab.env, "JPY_SESSION_NAME": str(path)}
-    NotebookClient(nb, timeout=60, kernel_name="python3",
-                   resources={"metadata": {"path": str(lab.root)}}).execute(env=env)
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(lab.root)}}).execute(
+        env=env
+    )
     nbformat.write(nb, path)
     assert any("application/vnd.shiro.turn+json" in o.get("data", {}) for o in nb.cells[3].outputs)
 
@@ -96,10 +107,12 @@ def test_live_turn_streams_asks_approval_and_ends_in_the_static_bundle(lab: Lab,
     lab.fake.enqueue(
         Reply(text="Planning first.", tool_calls=[Call("todo_write", {"todos": TODOS})]),
         Reply(text="Now computing.", tool_calls=[Call("python", {"code": "answer = 6 * 7\nanswer"})]),
-        Reply(text="The answer is **42**."))
-    write_notebook(lab.root / "live.ipynb", ["%load_ext shiro_kernel",
-                                             '%config Shiro.approval = "ask"',
-                                             "%shiro work out six times seven"])
+        Reply(text="The answer is **42**."),
+    )
+    write_notebook(
+        lab.root / "live.ipynb",
+        ["%load_ext shiro_kernel", '%config Shiro.approval = "ask"', "%shiro work out six times seven"],
+    )
     open_notebook(page, lab, "live.ipynb")
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     out = cell_output(page, 2)
@@ -177,3 +190,65 @@ def test_shiro_ask_inserts_and_runs_a_cell_with_history(lab: Lab, page: Any) -> 
     shot(page, "ask-ran")
     assert json.loads(json.dumps(lab.fake.requests[-1].body))  # the turn reached the provider
     assert os.environ.get("OPENAI_API_KEY") is None  # the test process itself never held the key
+
+
+PLOT = (
+    "import matplotlib.pyplot as plt\n"
+    "xs = list(range(10))\n"
+    "plt.plot(xs, [x * x for x in xs])\n"
+    "plt.title('x against its square')\n"
+    "plt.show()"
+)
+
+
+def test_figures_show_under_their_row_live_and_after_reopening(lab: Lab, page: Any) -> None:
+    lab.fake.enqueue(
+        Reply(text="Plotting.", tool_calls=[Call("python", {"code": PLOT})]),
+        Reply(text="One more check.", tool_calls=[Call("python", {"code": "len(xs)"})]),
+        Reply(text="A parabola over **10** points."),
+    )
+    write_notebook(
+        lab.root / "figures.ipynb",
+        ["%matplotlib inline\n%load_ext shiro_kernel", '%config Shiro.approval = "ask"',
+         "%shiro plot x against its square", "print('next cell')"],
+    )
+    open_notebook(page, lab, "figures.ipynb")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    view = cell_output(page, 2).locator(".shiro-turn-view")
+    view.wait_for(timeout=30_000)
+    approve = view.locator("button", has_text="Approve")
+    approve.wait_for(state="visible", timeout=30_000)
+    # the approval shows the code as a highlighted, multi-line block, not one flattened line
+    code = view.locator(".shiro-approval-code")
+    assert "plt.title('x against its square')\nplt.show()" in code.inner_text()
+    approve.click()
+    # while the turn waits on its second call, the first call's figure is drawn under its row
+    view.get_by_text("One more check.").wait_for(timeout=30_000)
+    approve.wait_for(state="visible", timeout=30_000)
+    figure = view.locator(".jp-OutputArea-output img")
+    figure.wait_for(timeout=30_000)
+    assert figure.evaluate("img => img.naturalWidth") > 100
+    shot(page, "figure-live")
+    approve.click()
+    turn = cell_output(page, 2).locator(".jp-RenderedShiroTurn")
+    turn.wait_for(timeout=30_000)
+    turn.locator(".shiro-output img").wait_for(timeout=30_000)
+    # nothing leaked: the next cell shows only its own print
+    next_cell = cell_output(page, 3)
+    next_cell.get_by_text("next cell").wait_for(timeout=30_000)
+    assert next_cell.locator("img").count() == 0
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(
+        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
+    )
+    saved = nbformat.read(lab.root / "figures.ipynb", as_version=4)
+    bundles = [o["data"]["application/vnd.shiro.turn+json"] for o in saved.cells[2].outputs
+               if "application/vnd.shiro.turn+json" in o.get("data", {})]
+    assert bundles and any("image/png" in out["data"] for e in bundles[-1]["entries"] if e["type"] == "tool"
+                           for out in e.get("outputs", []))
+    # reopened (a fresh page and kernel): the renderer draws the saved figure with no kernel state
+    open_notebook(page, lab, "figures.ipynb")
+    reopened = cell_output(page, 2).locator(".jp-RenderedShiroTurn .shiro-output img")
+    reopened.wait_for(timeout=30_000)
+    assert reopened.evaluate("img => img.naturalWidth") > 100
+    shot(page, "figure-reopened")

@@ -102,15 +102,28 @@ def test_main_runs_a_table_and_turns_errors_into_one_line(capsys: pytest.Capture
 def test_console_script_via_subprocess(tmp_path: Path) -> None:
     saved("from a kernel", "0193d000-0000-7000-8000-000000000000")
     env = dict(os.environ)
-    proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli", "sessions"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "shiro_kernel.cli", "sessions"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("0193d000-0000-7000  ") and proc.stdout.rstrip().endswith("2msg  from a kernel")
-    proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli", "sessions", "show", "nope"],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "shiro_kernel.cli", "sessions", "show", "nope"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert proc.returncode == 1 and proc.stderr == 'shiro: no session matching "nope"\n'
-    proc = subprocess.run([sys.executable, "-m", "shiro_kernel.cli"], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "shiro_kernel.cli"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+    )
     assert proc.returncode == 0 and "sessions" in proc.stdout
 
 

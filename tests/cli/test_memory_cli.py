@@ -46,8 +46,9 @@ def test_notes_list_and_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert capsys.readouterr().out == f"(command) old one  (last confirmed {old[:10]})\n"
 
 
-def test_notes_uses_cwd_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_notes_uses_cwd_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = tmp_path / "repo"
     (repo / ".git").mkdir(parents=True)
     (repo / "sub").mkdir()
@@ -61,8 +62,9 @@ def test_memory_print_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str
     proj = tmp_path / "proj"
     proj.mkdir()
     assert run(["memory", "--project", str(proj)]) == 0
-    assert capsys.readouterr().out == ("Project memories:\nNo memories stored yet.\n\n"
-                                       "System memories:\nNo memories stored yet.\n")
+    assert capsys.readouterr().out == (
+        "Project memories:\nNo memories stored yet.\n\nSystem memories:\nNo memories stored yet.\n"
+    )
     MemoryStore.for_project(proj).write("project", "style", "snake_case\n")
     assert run(["memory", "show", "style", "--project", str(proj)]) == 0
     assert capsys.readouterr().out == "snake_case\n\n"
@@ -78,8 +80,10 @@ def test_bundle_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     (folder / "tips.md").write_text("tips\n")
     (folder / "manifest.yml").write_text("name: tips\nversion: '1'\nneeds:\n  - sh\n  - shiro-no-such-cmd-xyz\n")
     assert run(["bundle", "install", str(folder), "--dry-run"]) == 0
-    assert capsys.readouterr().out == ("Would install tips 1 into system scope: tips.md\n"
-                                       "needs shiro-no-such-cmd-xyz: not found on PATH; installed anyway\n")
+    assert capsys.readouterr().out == (
+        "Would install tips 1 into system scope: tips.md\n"
+        "needs shiro-no-such-cmd-xyz: not found on PATH; installed anyway\n"
+    )
     assert run(["bundle", "install", str(folder)]) == 0
     assert (index_file.system_dir() / "tips.md").exists()
     capsys.readouterr()

@@ -4,14 +4,14 @@ record round-trip, and the block reaching the model in a real kernel."""
 from __future__ import annotations
 
 import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-
 from fakeopenai import Reply
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from test_notebook_e2e import run_notebook
+
 from shiro_kernel.context import cells
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore, session_from_record, session_to_record
 from shiro_kernel.transcript import Message
-from test_notebook_e2e import run_notebook
 
 KEY = "sk-test-cells-0000"
 
@@ -29,8 +29,9 @@ def _write(path, sources, counts=None):
 
 def test_fingerprint_and_changes(tmp_path):
     path = tmp_path / "a.ipynb"
-    nb = _write(path, ["import pandas as pd", "df = pd.read_csv('x.csv')", "md:# Notes", "%shiro --wait hi"],
-                [1, 2, None, 3])
+    nb = _write(
+        path, ["import pandas as pd", "df = pd.read_csv('x.csv')", "md:# Notes", "%shiro --wait hi"], [1, 2, None, 3]
+    )
     old = cells.fingerprint(path)
     assert [r["key"] for r in old] == ["cell-0", "cell-1", "cell-2", "cell-3"]
     assert old[1]["head"] == "df = pd.read_csv('x.csv')" and old[1]["count"] == 2
@@ -44,19 +45,23 @@ def test_fingerprint_and_changes(tmp_path):
     extra.id = "cell-new"
     nb.cells.append(extra)
     nbformat.write(nb, path)
-    assert cells.block(old, cells.fingerprint(path)) == "\n".join([
-        "Since your last turn the user changed the notebook:",
-        "- ran cell 1 (execution count 7): import pandas as pd",
-        "- edited cell 2: df = pd.read_csv('y.csv')",
-        "- added cell 4: df.plot()",
-        "- deleted cell 3 (as it was numbered then): # Notes",
-    ])
+    assert cells.block(old, cells.fingerprint(path)) == "\n".join(
+        [
+            "Since your last turn the user changed the notebook:",
+            "- ran cell 1 (execution count 7): import pandas as pd",
+            "- edited cell 2: df = pd.read_csv('y.csv')",
+            "- added cell 4: df.plot()",
+            "- deleted cell 3 (as it was numbered then): # Notes",
+        ]
+    )
 
 
 def test_cells_without_ids_are_keyed_by_index_and_unreadable_is_none(tmp_path):
     path = tmp_path / "b.ipynb"
-    path.write_text('{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": ['
-                    '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}')
+    path.write_text(
+        '{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": ['
+        '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}'
+    )
     assert cells.fingerprint(path)[0]["key"] == "#0"
     (tmp_path / "bad.ipynb").write_text("{not json")
     assert cells.fingerprint(tmp_path / "bad.ipynb") is None
@@ -105,12 +110,16 @@ nbformat.write(nb, {path!r})
 def test_an_edit_between_turns_reaches_the_next_request(fake_openai, tmp_path):
     fake_openai.enqueue(Reply(text="first"), Reply(text="second"))
     path = tmp_path / "c.ipynb"
-    run_notebook(path, ["%load_ext shiro_kernel", "x = 1", "%shiro --wait first", EDIT.format(path=str(path)),
-                        "%shiro --wait second"],
-                 {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"})
+    run_notebook(
+        path,
+        ["%load_ext shiro_kernel", "x = 1", "%shiro --wait first", EDIT.format(path=str(path)), "%shiro --wait second"],
+        {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
+    )
     assert len(fake_openai.requests) == 2
     assert "Since your last turn" not in fake_openai.requests[0].body["instructions"]
     second = fake_openai.requests[1].body["instructions"]
-    assert ("Since your last turn the user changed the notebook:\n"
-            "- edited cell 2: x = 2  # changed by hand\n"
-            "- added cell 6: plot(x)") in second
+    assert (
+        "Since your last turn the user changed the notebook:\n"
+        "- edited cell 2: x = 2  # changed by hand\n"
+        "- added cell 6: plot(x)"
+    ) in second

@@ -8,17 +8,17 @@ import json
 import re
 
 import pytest
-
 from fakeopenai import Call, Reply
-from shiro_kernel.errors import ProviderError
+from test_turn import KEY, TOOLS
+
 from shiro_kernel.context.compact import COMPACT_SYSTEM, EMPTY_SUMMARY, compact_message, compact_session
+from shiro_kernel.errors import ProviderError
 from shiro_kernel.events import Notice, TextDelta, TurnEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
 from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.turn import INLINE_RETRY_NOTICE, Turn, TurnOptions
-from test_turn import KEY, TOOLS
 
 COMPACTED = re.compile(r"^context compacted: (\d+) messages pruned to (\d+) on the wire$")
 THOUGHT = "pondering the sum very carefully "
@@ -31,15 +31,24 @@ def env(monkeypatch, fake_openai):
 
 
 def provider_for(fake, *, store=True, model="gpt-5-mini", api="responses", stream=True):
-    return Provider(ProviderSettings(model=model, api=api, base_url=fake.base_url, store=store, stream=stream,
-                                     max_retries=0, timeout_s=10.0))
+    return Provider(
+        ProviderSettings(
+            model=model, api=api, base_url=fake.base_url, store=store, stream=stream, max_retries=0, timeout_s=10.0
+        )
+    )
 
 
 def make_turn(fake, tmp_path, *, session=None, events=None, provider=None, **options):
     options.setdefault("approval", "auto")
-    return Turn(session or Session(), provider or provider_for(fake), TOOLS, ToolContext(root=tmp_path),
-                lambda: "You are a test.", TurnOptions(**options),
-                on_event=(events if events is not None else []).append)
+    return Turn(
+        session or Session(),
+        provider or provider_for(fake),
+        TOOLS,
+        ToolContext(root=tmp_path),
+        lambda: "You are a test.",
+        TurnOptions(**options),
+        on_event=(events if events is not None else []).append,
+    )
 
 
 def notices(events, kind=None):
@@ -50,17 +59,29 @@ def notices(events, kind=None):
 @pytest.mark.parametrize("store,api", [(True, "responses"), (False, "responses"), (True, "chat")])
 def test_multi_step_pruned_turn(env, tmp_path, store, api):
     steps = 8
-    env.enqueue(*[Reply(reasoning=THOUGHT * 20, text=f"step {i}", tool_calls=[Call("add", {"a": i, "b": 1})])
-                  for i in range(steps)], Reply(reasoning=THOUGHT, text="finished"))
+    env.enqueue(
+        *[
+            Reply(reasoning=THOUGHT * 20, text=f"step {i}", tool_calls=[Call("add", {"a": i, "b": 1})])
+            for i in range(steps)
+        ],
+        Reply(reasoning=THOUGHT, text="finished"),
+    )
     session = Session()
     session.messages.append(Message.user("earlier: read the data files"))
     for i in range(40):  # an earlier, long task in the same session
         session.messages += [
             Message("assistant", [ToolCallPart(f"call_old{i}", "read_file", json.dumps({"path": f"data/{i}.csv"}))]),
-            Message("tool", [ToolResultPart(f"call_old{i}", "read_file", f"row {i}\n" * 60)])]
+            Message("tool", [ToolResultPart(f"call_old{i}", "read_file", f"row {i}\n" * 60)]),
+        ]
     events = []
-    turn = make_turn(env, tmp_path, session=session, events=events, compact_threshold=1_500,
-                     provider=provider_for(env, store=store, api=api))
+    turn = make_turn(
+        env,
+        tmp_path,
+        session=session,
+        events=events,
+        compact_threshold=1_500,
+        provider=provider_for(env, store=store, api=api),
+    )
     end = turn.run("add things up, step by step")
     assert end.reason == "answered", end.error
     # zero 400s: the fake enforces the real history rules on every request
@@ -93,14 +114,21 @@ def test_small_history_is_sent_unchanged(env, tmp_path):
     assert turn.run("add").reason == "answered"
     assert notices(events) == []
     assert [i.get("type", "message") for i in env.requests[-1].body["input"]] == [
-        "message", "item_reference", "item_reference", "function_call_output"]
+        "message",
+        "item_reference",
+        "item_reference",
+        "function_call_output",
+    ]
 
 
 def test_validator_repairs_are_reported_once_and_the_fake_accepts(env, tmp_path):
     session = Session()
-    session.messages += [Message.user("earlier"), Message("tool", [ToolResultPart("call_lost", "add", "3")]),
-                         Message("assistant", [ToolCallPart("call_x", "add", '{"a":1,"b":1}')]),
-                         Message.user("and then")]
+    session.messages += [
+        Message.user("earlier"),
+        Message("tool", [ToolResultPart("call_lost", "add", "3")]),
+        Message("assistant", [ToolCallPart("call_x", "add", '{"a":1,"b":1}')]),
+        Message.user("and then"),
+    ]
     env.enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2})]), Reply(text="done"))
     events = []
     end = make_turn(env, tmp_path, session=session, events=events).run("go on")
@@ -108,7 +136,8 @@ def test_validator_repairs_are_reported_once_and_the_fake_accepts(env, tmp_path)
     warnings = notices(events, "warning")
     assert [w.text for w in warnings] == [
         "repaired the history before sending: dropped a tool result whose call is missing (add, call_lost); "
-        "answered a call that never got a result (add, call_x)"]
+        "answered a call that never got a result (add, call_x)"
+    ]
     assert all(r.status == 200 for r in env.requests) and len(env.requests) == 2
     assert session.messages[1].tool_results()[0].call_id == "call_lost"  # the session itself is untouched
 
@@ -116,9 +145,10 @@ def test_validator_repairs_are_reported_once_and_the_fake_accepts(env, tmp_path)
 # -- the 404 repair ------------------------------------------------------------------------------------
 def gone_session() -> Session:
     session = Session()
-    session.messages += [Message.user("yesterday's question"),
-                         Message("assistant", [TextPart("yesterday's answer", item_id="msg_gone",
-                                                        meta={"phase": "final_answer"})])]
+    session.messages += [
+        Message.user("yesterday's question"),
+        Message("assistant", [TextPart("yesterday's answer", item_id="msg_gone", meta={"phase": "final_answer"})]),
+    ]
     return session
 
 
@@ -163,8 +193,7 @@ class TextFirst:
 
 def test_404_after_streamed_text_is_an_error_not_a_retry(env, tmp_path):
     events = []
-    turn = make_turn(env, tmp_path, session=gone_session(), events=events,
-                     provider=TextFirst(provider_for(env)))
+    turn = make_turn(env, tmp_path, session=gone_session(), events=events, provider=TextFirst(provider_for(env)))
     end = turn.run("and today?")
     assert end.reason == "error" and "Item with id 'msg_gone' not found" in end.error
     assert len(env.requests) == 1
@@ -181,8 +210,9 @@ def test_404_for_an_unknown_model_is_not_repaired(env, tmp_path):
 
 # -- /compact -----------------------------------------------------------------------------------------
 def long_session(env, tmp_path) -> Session:
-    env.enqueue(Reply(reasoning="hm", text="adding", tool_calls=[Call("add", {"a": 1, "b": 2})]),
-                Reply(text="It is 3."))
+    env.enqueue(
+        Reply(reasoning="hm", text="adding", tool_calls=[Call("add", {"a": 1, "b": 2})]), Reply(text="It is 3.")
+    )
     turn = make_turn(env, tmp_path)
     assert turn.run("what is 1 + 2?").reason == "answered"
     turn.session.append(Message.user("now write it to a.py"))
@@ -198,8 +228,9 @@ def test_compact_replaces_the_history_with_one_summary(env, tmp_path):
     assert result == (before, 1)
     assert compact_message(*result) == f"compacted {before} messages into 1"
     assert [m.role for m in session.messages] == ["user"]
-    assert session.messages[0].text == ("Summary of the session so far:\n\n"
-                                        "- goal: add 1 and 2\n- outcome: 3\n- remains: write a.py")
+    assert session.messages[0].text == (
+        "Summary of the session so far:\n\n- goal: add 1 and 2\n- outcome: 3\n- remains: write a.py"
+    )
     body = env.requests[-1].body
     assert body["instructions"] == COMPACT_SYSTEM and "tools" not in body
     assert env.requests[-1].status == 200
@@ -229,4 +260,5 @@ def test_compact_system_prompt_is_the_seeds():
     assert COMPACT_SYSTEM == (
         "Summarize this coding session for use as the sole context of a fresh session. Keep: the user goal, "
         "files touched with paths, decisions made, commands run and their outcome, and what remains to be done. "
-        "Drop pleasantries and full file contents. Write it as notes, not prose.")
+        "Drop pleasantries and full file contents. Write it as notes, not prose."
+    )

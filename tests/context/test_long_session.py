@@ -9,8 +9,9 @@ import json
 import re
 
 import pytest
-
 from fakeopenai import Call, Reply
+from test_turn import KEY
+
 from shiro_kernel.events import Notice
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
@@ -18,7 +19,6 @@ from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ReasoningPart
 from shiro_kernel.turn import Turn, TurnOptions
-from test_turn import KEY
 
 STEPS = 300
 THOUGHT = "weighing the next echo "
@@ -49,23 +49,41 @@ def env(monkeypatch, fake_openai):
 
 
 def run_turn(fake, tmp_path, session, prompt, *, store, threshold, max_steps):
-    provider = Provider(ProviderSettings(model="gpt-5-mini", api="responses", base_url=fake.base_url, store=store,
-                                         stream=True, max_retries=0, timeout_s=10.0))
+    provider = Provider(
+        ProviderSettings(
+            model="gpt-5-mini",
+            api="responses",
+            base_url=fake.base_url,
+            store=store,
+            stream=True,
+            max_retries=0,
+            timeout_s=10.0,
+        )
+    )
     events: list = []
-    turn = Turn(session, provider, tools(fake), ToolContext(root=tmp_path), lambda: "You are a test.",
-                TurnOptions(approval="auto", max_steps=max_steps, compact_threshold=threshold, store=store),
-                on_event=events.append)
+    turn = Turn(
+        session,
+        provider,
+        tools(fake),
+        ToolContext(root=tmp_path),
+        lambda: "You are a test.",
+        TurnOptions(approval="auto", max_steps=max_steps, compact_threshold=threshold, store=store),
+        on_event=events.append,
+    )
     return turn.run(prompt), events
 
 
 @pytest.mark.parametrize("store", [True, False], ids=["store", "no-store"])
 def test_300_step_session_never_breaks_the_wire(env, tmp_path, store):
     assert env.validate  # the first request is schema-checked; `tools` samples the rest
-    env.enqueue(*[Reply(reasoning=THOUGHT * 8, text=f"step {i}", tool_calls=[Call("echo", {"n": i})])
-                  for i in range(STEPS)], Reply(reasoning=THOUGHT, text="all echoed"))
+    env.enqueue(
+        *[Reply(reasoning=THOUGHT * 8, text=f"step {i}", tool_calls=[Call("echo", {"n": i})]) for i in range(STEPS)],
+        Reply(reasoning=THOUGHT, text="all echoed"),
+    )
     session = Session()
-    end, events = run_turn(env, tmp_path, session, "echo 0..299, one call per step",
-                           store=store, threshold=1_200, max_steps=STEPS + 5)
+    end, events = run_turn(
+        env, tmp_path, session, "echo 0..299, one call per step", store=store, threshold=1_200, max_steps=STEPS + 5
+    )
     assert end.reason == "answered", end.error
 
     # zero 400/404: every one of the 301 requests was accepted as it was first sent
@@ -81,7 +99,7 @@ def test_300_step_session_never_breaks_the_wire(env, tmp_path, store):
     for rec in env.requests[-50:]:
         sent = json.dumps(rec.body["input"])
         assert THOUGHT not in sent and "item_reference" not in sent
-        assert "\"type\": \"reasoning\"" not in sent
+        assert '"type": "reasoning"' not in sent
     if not store:
         assert all(r.body.get("store") is False for r in env.requests)
 
@@ -105,6 +123,6 @@ def test_300_step_session_never_breaks_the_wire(env, tmp_path, store):
     env.enqueue(Reply(reasoning=THOUGHT, tool_calls=[Call("echo", {"n": STEPS})]), Reply(text="done"))
     end2, events2 = run_turn(env, tmp_path, session, "one more", store=store, threshold=1_200, max_steps=5)
     assert end2.reason == "answered", end2.error
-    assert [r.status for r in env.requests[STEPS + 1:]] == [200, 200]
+    assert [r.status for r in env.requests[STEPS + 1 :]] == [200, 200]
     assert len([e for e in events2 if isinstance(e, Notice) and e.kind == "compacted"]) == 1
     assert sum(len(m.tool_calls()) for m in session.messages) == STEPS + 1

@@ -10,26 +10,48 @@ import random
 import pytest
 
 from shiro_kernel.context.prune import (
-    LADDER, TokenMeter, detach_provider_items, estimate_tokens, keep_tail, meter_label, percent, prune_to_fit,
+    LADDER,
+    TokenMeter,
+    detach_provider_items,
+    estimate_tokens,
+    keep_tail,
+    meter_label,
+    percent,
+    prune_to_fit,
     pruned_digest,
 )
 from shiro_kernel.context.rules import answered_only
 from shiro_kernel.transcript import (
-    Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, messages_to_json,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    messages_to_json,
 )
 
 
 # -- builders -------------------------------------------------------------------------------------
-def step(i: int, *, reasoning: int = 0, output: int = 10, text: str = "", name: str = "python",
-         args: dict | None = None, ids: bool = True, error: bool = False) -> list[Message]:
+def step(
+    i: int,
+    *,
+    reasoning: int = 0,
+    output: int = 10,
+    text: str = "",
+    name: str = "python",
+    args: dict | None = None,
+    ids: bool = True,
+    error: bool = False,
+) -> list[Message]:
     parts = []
     if reasoning:
         parts.append(ReasoningPart(["r" * reasoning], "enc" if ids else None, item_id=f"rs_{i}" if ids else None))
     if text:
         parts.append(TextPart(text, item_id=f"msg_{i}" if ids else None, meta={"phase": "commentary"}))
-    parts.append(ToolCallPart(f"call_{i}", name, json.dumps(args or {"code": f"x = {i}"}),
-                              item_id=f"fc_{i}" if ids else None))
-    out = ("Error: boom" if error else "o" * output)
+    parts.append(
+        ToolCallPart(f"call_{i}", name, json.dumps(args or {"code": f"x = {i}"}), item_id=f"fc_{i}" if ids else None)
+    )
+    out = "Error: boom" if error else "o" * output
     return [Message("assistant", parts), Message("tool", [ToolResultPart(f"call_{i}", name, out, is_error=error)])]
 
 
@@ -55,9 +77,15 @@ def random_history(rng: random.Random) -> list[Message]:
             parts.append(ReasoningPart(["think " * rng.randint(1, 50)], "enc", item_id=f"rs_{call}"))
         if rng.random() < 0.4:
             parts.append(TextPart("say " * rng.randint(1, 30), item_id=f"msg_{call}"))
-        calls = [ToolCallPart(f"call_{call}_{k}", rng.choice(["python", "read_file", "grep"]),
-                              json.dumps({"path": f"f{k}.py"}), item_id=f"fc_{call}_{k}")
-                 for k in range(rng.randint(0, 3))]
+        calls = [
+            ToolCallPart(
+                f"call_{call}_{k}",
+                rng.choice(["python", "read_file", "grep"]),
+                json.dumps({"path": f"f{k}.py"}),
+                item_id=f"fc_{call}_{k}",
+            )
+            for k in range(rng.randint(0, 3))
+        ]
         parts += calls
         call += 1
         if not parts:
@@ -115,11 +143,17 @@ def test_meter_matches_the_estimate_and_only_serialises_what_changed():
     assert meter.percent(meter.last + 10**9) == 0
 
 
-@pytest.mark.parametrize("est,pct,label,level", [
-    (0, 0, "0% ctx", "normal"), (78_000, 65, "65% ctx", "normal"), (79_200, 66, "66% ctx", "amber"),
-    (107_000, 89, "89% ctx", "amber"), (108_000, 90, "90% ctx compacting soon", "red"),
-    (500_000, 100, "100% ctx compacting soon", "red"),
-])
+@pytest.mark.parametrize(
+    "est,pct,label,level",
+    [
+        (0, 0, "0% ctx", "normal"),
+        (78_000, 65, "65% ctx", "normal"),
+        (79_200, 66, "66% ctx", "amber"),
+        (107_000, 89, "89% ctx", "amber"),
+        (108_000, 90, "90% ctx compacting soon", "red"),
+        (500_000, 100, "100% ctx compacting soon", "red"),
+    ],
+)
 def test_percent_and_label(est, pct, label, level):
     assert percent(est, 120_000) == pct
     assert meter_label(pct) == (label, level)
@@ -197,10 +231,12 @@ def test_pending_call_in_the_tail_is_kept():
 
 # -- the repairs ----------------------------------------------------------------------------------
 def test_answered_only_keeps_healthy_neighbour_and_pending_calls():
-    msgs = [Message.user("x"),
-            Message("assistant", [ToolCallPart("call_ok", "a", "{}"), ToolCallPart("call_wait", "b", "{}")]),
-            Message("tool", [ToolResultPart("call_gone", "a", "1"), ToolResultPart("call_ok", "a", "2")]),
-            Message("tool", [ToolResultPart("call_gone2", "a", "3")])]
+    msgs = [
+        Message.user("x"),
+        Message("assistant", [ToolCallPart("call_ok", "a", "{}"), ToolCallPart("call_wait", "b", "{}")]),
+        Message("tool", [ToolResultPart("call_gone", "a", "1"), ToolResultPart("call_ok", "a", "2")]),
+        Message("tool", [ToolResultPart("call_gone2", "a", "3")]),
+    ]
     calls: set[str] = set()
     out = [answered_only(m.parts, calls) for m in msgs]
     assert out[0] is msgs[0].parts and out[1] is msgs[1].parts  # nothing to drop: the same list
@@ -222,8 +258,14 @@ def test_pruning_tool_calls_inserts_a_bounded_digest_after_the_first_prompt():
     msgs = [Message.user("first prompt")]
     for i in range(60):
         name = ["read_file", "edit_file", "python", "grep"][i % 4]
-        msgs += step(i, output=500, name=name, args={"path": f"src/mod{i % 7}.py", "code": "x"},
-                     text=f"Decided to use approach {i}" if i % 10 == 0 else "", error=i % 9 == 0)
+        msgs += step(
+            i,
+            output=500,
+            name=name,
+            args={"path": f"src/mod{i % 7}.py", "code": "x"},
+            text=f"Decided to use approach {i}" if i % 10 == 0 else "",
+            error=i % 9 == 0,
+        )
     res = prune_to_fit(msgs, 1_500)
     assert res.changed and res.dropped_span is not None
     digest = res.messages[1]

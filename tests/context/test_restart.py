@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-
 from fakeopenai import Call, Reply
-from shiro_kernel.context import restart
+from IPython.core.interactiveshell import InteractiveShell
+from test_notebook_e2e import outputs_text, run_notebook
+
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
+from shiro_kernel.context import restart
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, ToolCallPart, ToolResultPart
-from test_notebook_e2e import outputs_text, run_notebook
 
 KEY = "sk-test-restart-0000"
 
@@ -41,8 +41,25 @@ if True:
 df.x = 3
 d['k'] = 1
 """
-    assert restart.assigned_names(code) == ["np", "os", "PI", "df", "a", "b", "c", "n", "m", "i", "row",
-                                            "total", "fh", "text", "helper", "Model", "flag"]
+    assert restart.assigned_names(code) == [
+        "np",
+        "os",
+        "PI",
+        "df",
+        "a",
+        "b",
+        "c",
+        "n",
+        "m",
+        "i",
+        "row",
+        "total",
+        "fh",
+        "text",
+        "helper",
+        "Model",
+        "flag",
+    ]
     assert restart.assigned_names("this is not python (") == []
 
 
@@ -51,26 +68,35 @@ def _session(*codes, failed=()):
     for n, code in enumerate(codes):
         call = ToolCallPart(f"c{n}", "python", json.dumps({"code": code}))
         msgs.append(Message("assistant", [call]))
-        msgs.append(Message("tool", [ToolResultPart(f"c{n}", "python", "Error: no" if n in failed else "ok",
-                                                    is_error=n in failed)]))
+        msgs.append(
+            Message(
+                "tool", [ToolResultPart(f"c{n}", "python", "Error: no" if n in failed else "ok", is_error=n in failed)]
+            )
+        )
     return msgs
 
 
 def test_missing_names_and_the_code_that_made_them():
-    msgs = _session("import pandas as pd\ndf = pd.DataFrame()", "model = fit(df)", "df = df.dropna()",
-                    "bad = 1", failed=(3,))
+    msgs = _session(
+        "import pandas as pd\ndf = pd.DataFrame()", "model = fit(df)", "df = df.dropna()", "bad = 1", failed=(3,)
+    )
     lost = restart.missing(msgs, {"pd": 1})
     assert list(lost) == ["df", "model"]
     assert lost["df"] == "df = df.dropna()"  # the newest code that assigned it
     assert restart.rebuild_code(msgs, ["df", "model"]) == [
-        "import pandas as pd\ndf = pd.DataFrame()", "model = fit(df)", "df = df.dropna()"]
+        "import pandas as pd\ndf = pd.DataFrame()",
+        "model = fit(df)",
+        "df = df.dropna()",
+    ]
     assert restart.missing(msgs, None) == {}
     assert restart.prompt_block(["df", "model"]) == (
         "Kernel restarted since this session's earlier turns: these variables they created no longer exist: "
-        "df, model (use /rebuild or recreate them before relying on them).")
+        "df, model (use /rebuild or recreate them before relying on them)."
+    )
     assert restart.notice(["df", "model"]) == (
         "kernel restarted: 2 variables from earlier turns are gone (df, model) — "
-        "%shiro /rebuild re-runs the code that made them")
+        "%shiro /rebuild re-runs the code that made them"
+    )
 
 
 @pytest.fixture
@@ -93,8 +119,10 @@ def test_resume_reports_lost_variables_and_rebuild_follows_approval(shell, appro
     session = _saved("import math\nradius = 2\narea = math.pi * radius ** 2")
     agent = Agent(shell, Shiro(approval=approval))
     line = agent.start(resume=session.id[:8])
-    assert line.splitlines()[-1] == ("kernel restarted: 3 variables from earlier turns are gone (math, radius, "
-                                     "area) — %shiro /rebuild re-runs the code that made them")
+    assert line.splitlines()[-1] == (
+        "kernel restarted: 3 variables from earlier turns are gone (math, radius, "
+        "area) — %shiro /rebuild re-runs the code that made them"
+    )
     from shiro_kernel import commands
 
     out = commands.run(agent, "/rebuild")
@@ -106,7 +134,7 @@ def test_resume_reports_lost_variables_and_rebuild_follows_approval(shell, appro
         assert out.startswith("Error: not approved — this run cannot show approval buttons")
         assert "so /rebuild was not run" in out and "radius" not in shell.user_ns
     else:
-        assert out.startswith("Error: not approved — Shiro.approval is \"read-only\", so /rebuild is refused")
+        assert out.startswith('Error: not approved — Shiro.approval is "read-only", so /rebuild is refused')
         assert "radius" not in shell.user_ns
 
 
@@ -120,24 +148,34 @@ def test_same_kernel_resume_has_nothing_lost(shell):
 
 def test_notebook_restart_then_rebuild(fake_openai, tmp_path):
     env = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"}
-    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "import pandas as pd\n"
-                                                                  "df2 = pd.DataFrame({'x': [1, 2, 3]})"})]),
-                        Reply(text="Made df2."))
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import pandas as pd\ndf2 = pd.DataFrame({'x': [1, 2, 3]})"})]),
+        Reply(text="Made df2."),
+    )
     path = tmp_path / "r.ipynb"
-    run_notebook(path, ["%load_ext shiro_kernel\n%config Shiro.approval = 'auto'",
-                        "%shiro --wait make df2"], env)
+    run_notebook(path, ["%load_ext shiro_kernel\n%config Shiro.approval = 'auto'", "%shiro --wait make df2"], env)
     assert len(fake_openai.requests) == 2
 
     fake_openai.enqueue(Reply(text="df2 is gone; I will rebuild it."))
-    nb = run_notebook(path, ["%load_ext shiro_kernel\n%config Shiro.approval = 'auto'",
-                             "%shiro --wait where is df2?",
-                             "%shiro /rebuild",
-                             "print(df2.x.sum())"], env)
+    nb = run_notebook(
+        path,
+        [
+            "%load_ext shiro_kernel\n%config Shiro.approval = 'auto'",
+            "%shiro --wait where is df2?",
+            "%shiro /rebuild",
+            "print(df2.x.sum())",
+        ],
+        env,
+    )
     first = fake_openai.requests[2].body.get("instructions", "")
-    assert ("Kernel restarted since this session's earlier turns: these variables they created no longer exist: "
-            "pd, df2 (use /rebuild or recreate them before relying on them).") in first
-    assert ("kernel restarted: 2 variables from earlier turns are gone (pd, df2) — %shiro /rebuild re-runs the "
-            "code that made them") in outputs_text(nb.cells[1])
+    assert (
+        "Kernel restarted since this session's earlier turns: these variables they created no longer exist: "
+        "pd, df2 (use /rebuild or recreate them before relying on them)."
+    ) in first
+    assert (
+        "kernel restarted: 2 variables from earlier turns are gone (pd, df2) — %shiro /rebuild re-runs the "
+        "code that made them"
+    ) in outputs_text(nb.cells[1])
     assert "rebuilt pd, df2 (1 code block re-run)" in outputs_text(nb.cells[2])
     assert outputs_text(nb.cells[3]).strip() == "6"
 

@@ -19,8 +19,16 @@ def result(cid: str, name: str = "python", out: str = "ok") -> ToolResultPart:
 def healthy_history(n: int = 10) -> list[Message]:
     msgs = [Message.user("go")]
     for i in range(n):
-        msgs.append(Message("assistant", [ReasoningPart(["r"], "enc", item_id=f"rs_{i}"),
-                                          TextPart("t", item_id=f"msg_{i}"), call(f"c{i}", item_id=f"fc_{i}")]))
+        msgs.append(
+            Message(
+                "assistant",
+                [
+                    ReasoningPart(["r"], "enc", item_id=f"rs_{i}"),
+                    TextPart("t", item_id=f"msg_{i}"),
+                    call(f"c{i}", item_id=f"fc_{i}"),
+                ],
+            )
+        )
         msgs.append(Message("tool", [result(f"c{i}")]))
     return msgs
 
@@ -41,21 +49,31 @@ def test_store_off_with_encrypted_reasoning_only_is_healthy():
 
 
 def test_result_without_its_call_is_dropped():
-    msgs = [Message.user("go"), Message("assistant", [call("c1")]),
-            Message("tool", [result("c0", "grep"), result("c1")]), Message("tool", [result("c9", "read_file")])]
+    msgs = [
+        Message.user("go"),
+        Message("assistant", [call("c1")]),
+        Message("tool", [result("c0", "grep"), result("c1")]),
+        Message("tool", [result("c9", "read_file")]),
+    ]
     snapshot = copy.deepcopy(msgs)
     out, repairs = check_and_repair(msgs, store=True)
-    assert repairs == ["dropped a tool result whose call is missing (grep, c0)",
-                       "dropped a tool result whose call is missing (read_file, c9)"]
+    assert repairs == [
+        "dropped a tool result whose call is missing (grep, c0)",
+        "dropped a tool result whose call is missing (read_file, c9)",
+    ]
     assert [m.role for m in out] == ["user", "assistant", "tool"]
     assert [r.call_id for r in out[2].tool_results()] == ["c1"]
     assert msgs == snapshot  # the input is not mutated
 
 
 def test_unanswered_call_gets_an_error_result():
-    msgs = [Message.user("go"), Message("assistant", [call("c1"), call("c2", "grep")]),
-            Message("tool", [result("c1")]), Message.user("next"),
-            Message("assistant", [TextPart("hi")])]
+    msgs = [
+        Message.user("go"),
+        Message("assistant", [call("c1"), call("c2", "grep")]),
+        Message("tool", [result("c1")]),
+        Message.user("next"),
+        Message("assistant", [TextPart("hi")]),
+    ]
     out, repairs = check_and_repair(msgs, store=True)
     assert repairs == ["answered a call that never got a result (grep, c2)"]
     assert [r.output for r in out[2].tool_results()] == ["ok", NEVER_ANSWERED]
@@ -71,8 +89,11 @@ def test_unanswered_call_with_no_tool_message_gets_one_inserted():
 
 
 def test_pending_approval_is_kept():
-    msgs = [Message.user("go"), Message("assistant", [call("c1"), call("c2", "write_file")]),
-            Message("tool", [result("c1")])]  # c2 waits for approval; only its partial results follow
+    msgs = [
+        Message.user("go"),
+        Message("assistant", [call("c1"), call("c2", "write_file")]),
+        Message("tool", [result("c1")]),
+    ]  # c2 waits for approval; only its partial results follow
     out, repairs = check_and_repair(msgs, store=True)
     assert out is msgs and repairs == []
     out, repairs = check_and_repair(msgs, store=True, keep_pending=False)
@@ -86,10 +107,14 @@ def test_a_call_is_not_pending_when_something_else_follows():
 
 
 def test_reasoning_that_lost_its_id_detaches_the_message():
-    msgs = [Message.user("go"),
-            Message("assistant", [ReasoningPart(["r"]), TextPart("t", item_id="msg_1", meta={"phase": "x"}),
-                                  call("c1", item_id="fc_1")]),
-            Message("tool", [result("c1")])]
+    msgs = [
+        Message.user("go"),
+        Message(
+            "assistant",
+            [ReasoningPart(["r"]), TextPart("t", item_id="msg_1", meta={"phase": "x"}), call("c1", item_id="fc_1")],
+        ),
+        Message("tool", [result("c1")]),
+    ]
     out, repairs = check_and_repair(msgs, store=True)
     assert repairs == ["sent 1 assistant message inline: its reasoning item is missing"]
     assert all(p.item_id is None for p in out[1].parts) and len(out[1].parts) == 3
@@ -98,10 +123,14 @@ def test_reasoning_that_lost_its_id_detaches_the_message():
 
 
 def test_store_off_detaches_ids_except_encrypted_reasoning():
-    msgs = [Message.user("go"),
-            Message("assistant", [ReasoningPart(["r"], "enc", item_id="rs_1"), TextPart("t", item_id="msg_1"),
-                                  call("c1", item_id="fc_1")]),
-            Message("tool", [result("c1")])]
+    msgs = [
+        Message.user("go"),
+        Message(
+            "assistant",
+            [ReasoningPart(["r"], "enc", item_id="rs_1"), TextPart("t", item_id="msg_1"), call("c1", item_id="fc_1")],
+        ),
+        Message("tool", [result("c1")]),
+    ]
     out, repairs = check_and_repair(msgs, store=False)
     assert [p.item_id for p in out[1].parts] == ["rs_1", None, None]
     assert repairs == ["store is off: sent 2 stored item ids inline"]
@@ -109,17 +138,25 @@ def test_store_off_detaches_ids_except_encrypted_reasoning():
 
 
 def test_stale_references_are_detached():
-    msgs = [Message.user("go"), Message("assistant", [TextPart("old", item_id="msg_gone")]),
-            Message.user("again"), Message("assistant", [TextPart("new", item_id="msg_here")])]
+    msgs = [
+        Message.user("go"),
+        Message("assistant", [TextPart("old", item_id="msg_gone")]),
+        Message.user("again"),
+        Message("assistant", [TextPart("new", item_id="msg_here")]),
+    ]
     out, repairs = check_and_repair(msgs, store=True, known_ids={"msg_here"})
     assert repairs == ["detached 1 item id the provider no longer holds"]
     assert out[1].parts[0].item_id is None and out[3] is msgs[3]
 
 
 def test_stale_reasoning_detaches_its_whole_message():
-    msgs = [Message.user("go"),
-            Message("assistant", [ReasoningPart(["r"], item_id="rs_gone"), TextPart("t", item_id="msg_1")])]
+    msgs = [
+        Message.user("go"),
+        Message("assistant", [ReasoningPart(["r"], item_id="rs_gone"), TextPart("t", item_id="msg_1")]),
+    ]
     out, repairs = check_and_repair(msgs, store=True, known_ids={"msg_1"})
-    assert repairs == ["detached 1 item id the provider no longer holds",
-                       "sent 1 assistant message inline: its reasoning item is missing"]
+    assert repairs == [
+        "detached 1 item id the provider no longer holds",
+        "sent 1 assistant message inline: its reasoning item is missing",
+    ]
     assert all(p.item_id is None for p in out[1].parts)

@@ -9,17 +9,20 @@ from pathlib import Path
 
 import pytest
 
-from shiro_kernel.memory import bundles
+from shiro_kernel.errors import BundleError
+from shiro_kernel.memory import bundles, manifest
 from shiro_kernel.memory import named as memories
-from shiro_kernel.memory.bundles import BundleError, Need, annotate_index, found, parse_needs
+from shiro_kernel.memory.bundles import annotate_index
+from shiro_kernel.memory.manifest import Need, found, parse_needs
 from shiro_kernel.memory.named import MemoryStore
 
 MISSING = "shiro-no-such-cmd-xyz"
 TODAY = date.today().isoformat()
 
 
-def make_bundle(tmp_path: Path, name: str = "gh-kit", version: str = "1.0", files: dict[str, str] | None = None,
-                extra: str = "") -> Path:
+def make_bundle(
+    tmp_path: Path, name: str = "gh-kit", version: str = "1.0", files: dict[str, str] | None = None, extra: str = ""
+) -> Path:
     folder = tmp_path / f"src-{name}-{version}"
     folder.mkdir()
     files = files if files is not None else {"gh_helper.md": "# gh helper\nuse gh\n", "ci.md": "ci notes\n"}
@@ -27,8 +30,15 @@ def make_bundle(tmp_path: Path, name: str = "gh-kit", version: str = "1.0", file
     for fname, body in files.items():
         (folder / fname).write_text(body)
         lines.append(f"  {fname}: {hashlib.sha256(body.encode()).hexdigest()}")
-    lines += ["needs:", "  - command: sh", "    why: runs scripts", f"  - command: {MISSING}",
-              "    why: reads PRs", "    hint: brew install it", "  - sh"]
+    lines += [
+        "needs:",
+        "  - command: sh",
+        "    why: runs scripts",
+        f"  - command: {MISSING}",
+        "    why: reads PRs",
+        "    hint: brew install it",
+        "  - sh",
+    ]
     (folder / "manifest.yml").write_text("\n".join(lines) + "\n" + extra)
     return folder
 
@@ -47,13 +57,16 @@ def sysdir() -> Path:
 # -- needs ----------------------------------------------------------------------------------------
 def test_parse_needs_forms_and_errors() -> None:
     assert parse_needs(None) == []
-    assert parse_needs(["jq", {"command": "gh", "why": " reads PRs ", "hint": "  "}, {"command": "jq", "why": "x"}]) == [
-        Need("jq"), Need("gh", "reads PRs", None)]
+    assert parse_needs(
+        ["jq", {"command": "gh", "why": " reads PRs ", "hint": "  "}, {"command": "jq", "why": "x"}]
+    ) == [Need("jq"), Need("gh", "reads PRs", None)]
     with pytest.raises(BundleError, match="^needs: must be a list of commands$"):
         parse_needs("gh")
     with pytest.raises(BundleError, match="^needs: each item must be a command name or a mapping with command:, not "):
         parse_needs([{"why": "x"}])
-    with pytest.raises(BundleError, match="^needs: each item must be a command name or a mapping with command:, not 42$"):
+    with pytest.raises(
+        BundleError, match="^needs: each item must be a command name or a mapping with command:, not 42$"
+    ):
         parse_needs([42])
     for bad in ("/usr/bin/gh", "g h", "-gh", "../gh"):
         with pytest.raises(BundleError, match=r'^needs: ".*" is not a plain command name$'):
@@ -72,8 +85,8 @@ def test_found_is_a_path_lookup(tmp_path: Path) -> None:
     assert found("tool", path=f"{os.pathsep}{exe.parent}")
     (tmp_path / "bin" / "dir").mkdir()
     assert not found("dir", path=str(exe.parent))
-    assert bundles.marker([Need("gh"), Need("jq")]) == "[needs gh, jq: not found on PATH]"
-    assert bundles.marker([]) is None
+    assert manifest.marker([Need("gh"), Need("jq")]) == "[needs gh, jq: not found on PATH]"
+    assert manifest.marker([]) is None
 
 
 # -- manifest -------------------------------------------------------------------------------------
@@ -106,7 +119,7 @@ def test_manifest_errors(tmp_path: Path) -> None:
 
 def test_manifest_scope_and_ignored_fields(tmp_path: Path, project: Path) -> None:
     folder = make_bundle(tmp_path, extra="scope: PROJECT\nhooks:\n  h.rb: {sha256: x}\n")
-    m = bundles.load_manifest(folder)
+    m = manifest.load_manifest(folder)
     assert m.scope == "project" and m.ignored == ["hooks"]
     lines = bundles.install(folder, project=project)
     assert lines[0] == "Installed gh-kit 1.0 into project scope: gh_helper.md, ci.md"
@@ -118,8 +131,10 @@ def test_manifest_scope_and_ignored_fields(tmp_path: Path, project: Path) -> Non
 def test_install_lines_files_index_and_record(tmp_path: Path) -> None:
     folder = make_bundle(tmp_path)
     lines = bundles.install(folder)
-    assert lines == ["Installed gh-kit 1.0 into system scope: gh_helper.md, ci.md",
-                     f"needs {MISSING}: not found on PATH (brew install it); installed anyway"]
+    assert lines == [
+        "Installed gh-kit 1.0 into system scope: gh_helper.md, ci.md",
+        f"needs {MISSING}: not found on PATH (brew install it); installed anyway",
+    ]
     assert (sysdir() / "gh_helper.md").read_text() == "# gh helper\nuse gh\n"
     text = (sysdir() / "index.md").read_text()
     assert f"- **gh_helper** · system · {TODAY} · 19 · from gh-kit\n" in text
@@ -147,14 +162,17 @@ def test_status_lists_every_need(tmp_path: Path) -> None:
 def test_dry_run_changes_nothing(tmp_path: Path) -> None:
     folder = make_bundle(tmp_path)
     lines = bundles.install(folder, dry_run=True)
-    assert lines == ["Would install gh-kit 1.0 into system scope: gh_helper.md, ci.md",
-                     f"needs {MISSING}: not found on PATH (brew install it); installed anyway"]
+    assert lines == [
+        "Would install gh-kit 1.0 into system scope: gh_helper.md, ci.md",
+        f"needs {MISSING}: not found on PATH (brew install it); installed anyway",
+    ]
     assert not sysdir().exists() or not any(sysdir().iterdir())
     bundles.install(folder)
     before = {p: p.read_bytes() for p in sysdir().rglob("*") if p.is_file()}
     assert bundles.uninstall("gh-kit", dry_run=True)[1].startswith("Would move to the trash: ci.md, gh_helper.md (")
     assert bundles.upgrade(make_bundle(tmp_path, version="2.0"), dry_run=True)[0].startswith(
-        "Would upgrade gh-kit 1.0 → 2.0 in system scope")
+        "Would upgrade gh-kit 1.0 → 2.0 in system scope"
+    )
     assert {p: p.read_bytes() for p in sysdir().rglob("*") if p.is_file()} == before
 
 

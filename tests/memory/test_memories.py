@@ -3,27 +3,26 @@ chi_mute_flag_spec.rb ported, plus name validation, locking and the tools."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import multiprocessing
 import re
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from shiro_kernel.store import paths
 from shiro_kernel.errors import MemoryRefused
-from shiro_kernel.tools.memory_tools import read_text
 from shiro_kernel.memory.named import MemoryStore, filter_index, key_for, normalize_mute, normalize_mute_list
+from shiro_kernel.store import paths
 from shiro_kernel.tools import run_tool
 from shiro_kernel.tools.base import ToolContext
-from shiro_kernel.tools.memory_tools import TOOLS
+from shiro_kernel.tools.memory_tools import TOOLS, read_text
 from shiro_kernel.transcript import ToolCallPart
 
 SEP = "\n\n---\n\n"
 TODAY = date.today().isoformat()
+
 
 def said(fn: Any, *args: Any, **kwargs: Any) -> str:
     """What the model reads: the result, or ``Error: <sentence>`` for a refusal (as the tool boundary says it)."""
@@ -39,7 +38,6 @@ def read(store: MemoryStore, name: str | None = "", scope: str | None = None) ->
 
 def write(store: MemoryStore, *args: Any, **kwargs: Any) -> str:
     return said(store.write, *args, **kwargs)
-
 
 
 @pytest.fixture
@@ -90,8 +88,9 @@ class TestRead:
         assert read(store, "", "project") == "No memories stored yet."
         w(p / "index.md", "- **project**: project notes")
         w(s / "index.md", "- **system**: system notes")
-        assert read(store, "") == ("Project memories:\n- **project**: project notes\n\n"
-                                  "System memories:\n- **system**: system notes")
+        assert read(store, "") == (
+            "Project memories:\n- **project**: project notes\n\nSystem memories:\n- **system**: system notes"
+        )
         (s / "index.md").unlink()
         w(s / "alpha.md", "a")
         w(s / "beta.md", "b")
@@ -132,8 +131,10 @@ class TestWrite:
     def test_write_and_success_text(self, store: MemoryStore, dirs) -> None:
         s, p = dirs
         out = write(store, "project", "my_memory", "# My Memory\nSome content.")
-        assert out == (f"Memory 'my_memory' saved to project scope (25 bytes). File written: {p / 'my_memory.md'}"
-                       " Index line refreshed automatically.")
+        assert out == (
+            f"Memory 'my_memory' saved to project scope (25 bytes). File written: {p / 'my_memory.md'}"
+            " Index line refreshed automatically."
+        )
         assert (p / "my_memory.md").read_text() == "# My Memory\nSome content."
         w(s / "old.md", "original")
         write(store, "system", "old", "updated")
@@ -159,7 +160,8 @@ class TestWrite:
         assert index(p) == (
             "# Memory Index\n\nManaged entries below are auto-maintained by memory_write (name, scope, "
             "last-written date, size). Free-form sections are preserved.\n\n"
-            f"- **notes** · project · {TODAY} · 4\n")
+            f"- **notes** · project · {TODAY} · 4\n"
+        )
         assert "—" not in line_for(index(p), "notes")
 
     def test_description_and_upsert(self, store: MemoryStore, dirs) -> None:
@@ -308,8 +310,10 @@ class TestOverlays:
         w(p / "my_memory.md", "base content")
         w(p / "index.md", "- **existing**: entry\n")
         out = write(store, "project", "my_memory", "overlay body", current_model_only=True)
-        assert out == ("Model overlay 'my_memory' for gemma4o saved to project scope (12 bytes). "
-                       f"File written: {p / 'my_memory.gemma4o.md'}")
+        assert out == (
+            "Model overlay 'my_memory' for gemma4o saved to project scope (12 bytes). "
+            f"File written: {p / 'my_memory.gemma4o.md'}"
+        )
         assert (p / "my_memory.gemma4o.md").read_text() == "overlay body"
         assert (p / "my_memory.md").read_text() == "base content"
         assert index(p) == "- **existing**: entry\n"
@@ -322,18 +326,23 @@ class TestOverlays:
         s, p = dirs
         store = MemoryStore(s, p, "gemma4o")
         out = write(store, "project", "my_memory", "overlay body", current_model_only=True)
-        assert out == ("Error: no base entry 'my_memory' in project scope; a model overlay is only loaded together "
-                       "with its base. Write the base entry first (without current_model_only), then write the "
-                       "overlay.")
+        assert out == (
+            "Error: no base entry 'my_memory' in project scope; a model overlay is only loaded together "
+            "with its base. Write the base entry first (without current_model_only), then write the "
+            "overlay."
+        )
         assert not list(p.glob("my_memory*"))
         w(s / "my_memory.md", "base in system")
         assert write(store, "project", "my_memory", "x", current_model_only=True).startswith(
-            "Error: no base entry 'my_memory' in project scope")
+            "Error: no base entry 'my_memory' in project scope"
+        )
         assert not (p / "my_memory.gemma4o.md").exists()
         assert write(MemoryStore(s, p, None), "project", "entry", "body", current_model_only=True) == (
-            "Error: model key is required for current_model_only writes")
+            "Error: model key is required for current_model_only writes"
+        )
         assert write(store, "project", "index", "body", current_model_only=True) == (
-            "Error: current_model_only is incompatible with the index entry")
+            "Error: current_model_only is incompatible with the index entry"
+        )
 
 
 # -- mute -----------------------------------------------------------------------------------------
@@ -363,9 +372,11 @@ class TestMute:
 
     def test_filter_index(self) -> None:
         out = filter_index(MUTE_INDEX, ["gh-helper", "legacy", "old"])
-        assert out == ("# Memory Index\n\nManaged entries below are auto-maintained.\n"
-                       "- **cli_usage** · system · 2026-09-01 · 80 — CLI\n\n"
-                       "## Notes\ngh-helper is mentioned here in prose.\n")
+        assert out == (
+            "# Memory Index\n\nManaged entries below are auto-maintained.\n"
+            "- **cli_usage** · system · 2026-09-01 · 80 — CLI\n\n"
+            "## Notes\ngh-helper is mentioned here in prose.\n"
+        )
         assert filter_index(MUTE_INDEX, []) is MUTE_INDEX
         text = "Stored memories (no index yet):\ngh-helper\ncli_usage\n"
         assert filter_index(text, ["gh-helper"]) == "Stored memories (no index yet):\ncli_usage\n"
@@ -378,10 +389,14 @@ class TestMute:
         store = MemoryStore(s, p, muted=["system/gh-helper.md"])
         assert read(store, "gh-helper") == "Error: memory 'gh-helper' is muted for this session"
         assert read(store, "gh-helper.md") == "Error: memory 'gh-helper.md' is muted for this session"
-        assert read(store, "cli_usage, gh-helper") == "cli body" + SEP + "Error: memory 'gh-helper' is muted for this session"
+        assert (
+            read(store, "cli_usage, gh-helper")
+            == "cli body" + SEP + "Error: memory 'gh-helper' is muted for this session"
+        )
         both = MemoryStore(s, p, muted=["gh-helper", "cli_usage"])
-        assert read(both, "gh-helper, cli_usage") == ("Error: memory 'gh-helper' is muted for this session\n"
-                                                     "Error: memory 'cli_usage' is muted for this session")
+        assert read(both, "gh-helper, cli_usage") == (
+            "Error: memory 'gh-helper' is muted for this session\nError: memory 'cli_usage' is muted for this session"
+        )
         assert "**gh-helper**" not in read(store, "", "system")
         assert "**gh-helper**" not in read(store, "")
         assert "**gh-helper**" not in store.prompt_block()
@@ -400,7 +415,10 @@ class TestMute:
 def test_prompt_block(dirs) -> None:
     s, p = dirs
     store = MemoryStore(s, p)
-    assert store.prompt_block() == "Project memories:\nNo memories stored yet.\n\nSystem memories:\nNo memories stored yet."
+    assert (
+        store.prompt_block()
+        == "Project memories:\nNo memories stored yet.\n\nSystem memories:\nNo memories stored yet."
+    )
     write(store, "project", "style", "snake_case", description="naming")
     assert store.prompt_block().startswith("Project memories:\n# Memory Index\n")
     assert f"- **style** · project · {TODAY} · 10 — naming" in store.prompt_block()
@@ -428,15 +446,20 @@ def test_eight_parallel_writers_keep_all_index_lines(dirs) -> None:
 
 # -- the tools ------------------------------------------------------------------------------------
 def _call(name: str, args: dict, extras: dict, tmp_path: Path) -> tuple[str, bool]:
-    part = run_tool({t.name: t for t in TOOLS}, ToolCallPart("c", name, json.dumps(args)),
-                    ToolContext(root=tmp_path, extras=extras))
+    part = run_tool(
+        {t.name: t for t in TOOLS}, ToolCallPart("c", name, json.dumps(args)), ToolContext(root=tmp_path, extras=extras)
+    )
     return part.output, part.is_error
 
 
 def test_tools(store: MemoryStore, dirs, tmp_path: Path) -> None:
     extras = {"memories": store}
-    out, err = _call("memory_write", {"name": "style", "content": "snake", "scope": "project",
-                                      "description": None, "current_model_only": None}, extras, tmp_path)
+    out, err = _call(
+        "memory_write",
+        {"name": "style", "content": "snake", "scope": "project", "description": None, "current_model_only": None},
+        extras,
+        tmp_path,
+    )
     assert not err and out.endswith(f"File written: {dirs[1] / 'style.md'} Index line refreshed automatically.")
     out, err = _call("memory_read", {"name": "style", "scope": None}, extras, tmp_path)
     assert (out, err) == ("snake", False)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from shiro_kernel.memory import notes
-from shiro_kernel.store import paths
 from shiro_kernel.errors import CorruptFile, MemoryRefused
+from shiro_kernel.memory import notes
 from shiro_kernel.memory.notes import BOOT_HEADER, SUMMARIZE_SYSTEM, NoteStore
+from shiro_kernel.store import paths
 from shiro_kernel.tools import run_tool
 from shiro_kernel.tools.base import ToolContext
 from shiro_kernel.tools.memory_tools import TOOLS
@@ -68,8 +68,10 @@ def test_duplicate_refused_exact_trimmed_case_sensitive(store: NoteStore) -> Non
 
 
 def test_cap_keeps_newest_300(store: NoteStore) -> None:
-    entries = [{"id": f"id{i}", "kind": "fact", "text": f"n{i}", "createdAt": "2024-01-01T00:00:00.000Z", "hits": 0}
-               for i in range(300)]
+    entries = [
+        {"id": f"id{i}", "kind": "fact", "text": f"n{i}", "createdAt": "2024-01-01T00:00:00.000Z", "hits": 0}
+        for i in range(300)
+    ]
     store.path.parent.mkdir(parents=True, exist_ok=True)
     store.path.write_text(json.dumps(entries))
     stored = store.add("fact", "newest").stored
@@ -148,14 +150,16 @@ def test_render_boot(store: NoteStore) -> None:
     store.add("gotcha", "the migration must run before the seed")
     store.add("decision", "snake_case for DB columns, the ORM expects it")
     store.recall("bun test")
-    assert store.render_boot() == "\n".join([
-        "",
-        "What you learned about this project in earlier sessions. Trust it, but verify anything",
-        "that contradicts what you can see in the code now:",
-        "- (command) tests run with bun test, not npm test",
-        "- (decision) snake_case for DB columns, the ORM expects it",
-        "- (gotcha) the migration must run before the seed",
-    ])
+    assert store.render_boot() == "\n".join(
+        [
+            "",
+            "What you learned about this project in earlier sessions. Trust it, but verify anything",
+            "that contradicts what you can see in the code now:",
+            "- (command) tests run with bun test, not npm test",
+            "- (decision) snake_case for DB columns, the ORM expects it",
+            "- (gotcha) the migration must run before the seed",
+        ]
+    )
     assert BOOT_HEADER[0].startswith("What you learned")
     for i in range(30):
         store.add("fact", f"filler {i}")
@@ -175,18 +179,37 @@ def test_stale(store: NoteStore) -> None:
     old = (datetime.now(timezone.utc) - timedelta(days=120)).isoformat().replace("+00:00", "Z")
     recent = (datetime.now(timezone.utc) - timedelta(days=5)).isoformat().replace("+00:00", "Z")
     store.path.parent.mkdir(parents=True, exist_ok=True)
-    store.path.write_text(json.dumps([
-        {"id": "1", "kind": "fact", "text": "old unconfirmed", "createdAt": old, "hits": 0},
-        {"id": "2", "kind": "fact", "text": "old but recalled", "createdAt": old, "hits": 1, "lastHitAt": recent},
-        {"id": "3", "kind": "fact", "text": "new", "createdAt": recent, "hits": 0},
-    ]))
+    store.path.write_text(
+        json.dumps(
+            [
+                {"id": "1", "kind": "fact", "text": "old unconfirmed", "createdAt": old, "hits": 0},
+                {
+                    "id": "2",
+                    "kind": "fact",
+                    "text": "old but recalled",
+                    "createdAt": old,
+                    "hits": 1,
+                    "lastHitAt": recent,
+                },
+                {"id": "3", "kind": "fact", "text": "new", "createdAt": recent, "hits": 0},
+            ]
+        )
+    )
     assert [e["text"] for e in store.stale()] == ["old unconfirmed"]
 
 
 # -- /memory ------------------------------------------------------------------------------------
 def _fill(store: NoteStore, n: int, used: int = 0) -> None:
-    entries = [{"id": f"{i:04d}", "kind": "fact", "text": f"note {i}", "createdAt": "2024-01-01T00:00:00.000Z",
-                "hits": 1 if i < used else 0} for i in range(n)]
+    entries = [
+        {
+            "id": f"{i:04d}",
+            "kind": "fact",
+            "text": f"note {i}",
+            "createdAt": "2024-01-01T00:00:00.000Z",
+            "hits": 1 if i < used else 0,
+        }
+        for i in range(n)
+    ]
     store.path.parent.mkdir(parents=True, exist_ok=True)
     store.path.write_text(json.dumps(entries))
 
@@ -220,8 +243,10 @@ def test_summarize_merges_unused_keeps_used_verbatim(store: NoteStore) -> None:
     assert seen["prompt"].splitlines()[0] == "[fact] note 10" and len(seen["prompt"].splitlines()) == 60
     after = NoteStore(store.path).entries()  # survives a reload
     assert [e["text"] for e in after[:10]] == [f"note {i}" for i in range(10)]
-    assert [(e["kind"], e["text"], e["hits"]) for e in after[10:]] == [("fact", "merged one", 0),
-                                                                      ("gotcha", "merged two", 0)]
+    assert [(e["kind"], e["text"], e["hits"]) for e in after[10:]] == [
+        ("fact", "merged one", 0),
+        ("gotcha", "merged two", 0),
+    ]
 
 
 def test_summarize_unparseable_reply_leaves_store(store: NoteStore) -> None:
@@ -309,8 +334,12 @@ def test_tools_texts(store: NoteStore, tmp_path: Path) -> None:
 
 
 def test_tools_disabled(tmp_path: Path) -> None:
-    for name, args in (("remember", {"kind": "fact", "text": "x"}), ("recall", {"query": "x"}),
-                       ("forget", {"text": "x"}), ("memory_read", {"name": None, "scope": None})):
+    for name, args in (
+        ("remember", {"kind": "fact", "text": "x"}),
+        ("recall", {"query": "x"}),
+        ("forget", {"text": "x"}),
+        ("memory_read", {"name": None, "scope": None}),
+    ):
         out, err = _call(name, args, {"notes": None, "memories": None}, tmp_path)
         assert err and out == "Error: memory is disabled (--no-memory)"
 

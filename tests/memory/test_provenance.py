@@ -8,16 +8,21 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from fakeopenai import Call, Reply
-from shiro_kernel.cli import main
-from shiro_kernel.store import files as storage
+
 from shiro_kernel.agent import Agent
+from shiro_kernel.cli import main
 from shiro_kernel.commands import run as command
 from shiro_kernel.config import Shiro
 from shiro_kernel.memory.named import PROVENANCE, MemoryStore
 from shiro_kernel.memory.notes import NoteStore, source_line
+from shiro_kernel.store import files as storage
 
-SOURCE = {"sessionId": "0193ab2c-7f00-7000-8000-000000000000", "notebook": "/work/proj/analysis.ipynb",
-          "cell": 4, "gitCommit": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"}
+SOURCE = {
+    "sessionId": "0193ab2c-7f00-7000-8000-000000000000",
+    "notebook": "/work/proj/analysis.ipynb",
+    "cell": 4,
+    "gitCommit": "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678",
+}
 
 
 def test_notes_list_shows_provenance(tmp_path):
@@ -25,11 +30,13 @@ def test_notes_list_shows_provenance(tmp_path):
     store.add("fact", "sales.csv uses ;", source=SOURCE)
     store.add("gotcha", "no source here")
     store.recall("sales")
-    assert store.format_list() == "\n".join([
-        "(gotcha) no source here",
-        "(fact) sales.csv uses ;  [recalled 1x]",
-        "  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d",
-    ])
+    assert store.format_list() == "\n".join(
+        [
+            "(gotcha) no source here",
+            "(fact) sales.csv uses ;  [recalled 1x]",
+            "  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d",
+        ]
+    )
     assert source_line({"sessionId": "s1", "notebook": None, "cell": None, "gitCommit": None}) == "  — from s1"
     assert source_line({}) == "" and source_line("junk") == ""
 
@@ -57,10 +64,15 @@ def test_a_turn_records_provenance_for_notes_and_memories(monkeypatch, fake_open
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-prov")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     monkeypatch.chdir(tmp_path)
-    fake_openai.enqueue(Reply(tool_calls=[Call("remember", {"kind": "fact", "text": "the id column is unique"}),
-                                          Call("memory_write", {"scope": "project", "name": "ids",
-                                                                "content": "id is unique"})]),
-                        Reply(text="done"))
+    fake_openai.enqueue(
+        Reply(
+            tool_calls=[
+                Call("remember", {"kind": "fact", "text": "the id column is unique"}),
+                Call("memory_write", {"scope": "project", "name": "ids", "content": "id is unique"}),
+            ]
+        ),
+        Reply(text="done"),
+    )
     agent = Agent(None, Shiro(model="gpt-4o-mini", approval="auto"))
     assert agent.ask("remember it").reason == "answered"
     listing = command(agent, "/notes")

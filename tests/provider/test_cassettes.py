@@ -15,10 +15,9 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from cassettes import Interaction, all_interactions, load, openai_interactions
+
 from shiro_kernel.events import ReasoningDelta, TextDelta
-from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.provider.wire import (
     ChatStream,
     ResponsesStream,
@@ -30,6 +29,7 @@ from shiro_kernel.provider.wire import (
     responses_input,
     responses_tools,
 )
+from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 ALL = all_interactions()
 OK = [x for x in ALL if x.status == 200]
@@ -51,8 +51,12 @@ ERR_JSON = [x for x in ALL if x.status != 200]
 # -- helpers -------------------------------------------------------------------------------------
 def error_message(body: Any) -> str | None:
     """The message of an OpenAI error body (``{"error": {"message": ...}}``), else None."""
-    if isinstance(body, dict) and isinstance(body.get("error"), dict) and "output" not in body \
-            and "choices" not in body:
+    if (
+        isinstance(body, dict)
+        and isinstance(body.get("error"), dict)
+        and "output" not in body
+        and "choices" not in body
+    ):
         return body["error"].get("message")
     return None
 
@@ -85,8 +89,6 @@ def parsed(x: Interaction) -> Message:
     return feed_chat(x.response)[0].result()[0] if x.is_stream else parse_chat_completion(x.response)[0]
 
 
-
-
 def assert_round_trip(msg: Message) -> None:
     assert Message.from_json(json.loads(json.dumps(msg.to_json()))) == msg
 
@@ -111,8 +113,9 @@ def assert_faithful_responses(msg: Message, output: list[dict[str, Any]]) -> Non
             assert part.item_id == item["id"] and part.item_id.startswith("rs_")
             assert part.summary == [s["text"] for s in item.get("summary") or []]
             assert part.encrypted == item.get("encrypted_content")
-    all_text = "".join(c["text"] for o in output if o["type"] == "message"
-                       for c in o["content"] if c["type"] == "output_text")
+    all_text = "".join(
+        c["text"] for o in output if o["type"] == "message" for c in o["content"] if c["type"] == "output_text"
+    )
     assert msg.text == all_text
     assert_round_trip(msg)
 
@@ -130,8 +133,10 @@ def test_every_recorded_interaction_is_covered():
 def test_parse_response(x: Interaction):
     msg, usage = parse_response(x.response)
     assert_faithful_responses(msg, x.response["output"])
-    assert (usage.input_tokens, usage.output_tokens) == (x.response["usage"]["input_tokens"],
-                                                          x.response["usage"]["output_tokens"])
+    assert (usage.input_tokens, usage.output_tokens) == (
+        x.response["usage"]["input_tokens"],
+        x.response["usage"]["output_tokens"],
+    )
 
 
 R_SSE_OK = [x for x in R_SSE if (final_response(x.response) or {}).get("status") != "failed"]
@@ -158,8 +163,10 @@ def output_items(x: Interaction) -> list[dict[str, Any]]:
 
 
 def without_encrypted(msg: Message) -> Message:
-    return Message(msg.role, [ReasoningPart(p.summary, None, p.item_id, p.meta) if isinstance(p, ReasoningPart)
-                              else p for p in msg.parts])
+    return Message(
+        msg.role,
+        [ReasoningPart(p.summary, None, p.item_id, p.meta) if isinstance(p, ReasoningPart) else p for p in msg.parts],
+    )
 
 
 @pytest.mark.parametrize("x", R_SSE_OK, ids=_ids(R_SSE_OK))
@@ -170,8 +177,10 @@ def test_responses_stream(x: Interaction):
     msg, usage = stream.result()
     final = final_response(events)
     assert_faithful_responses(msg, expected_stream_output(events))
-    assert (usage.input_tokens, usage.output_tokens) == (final["usage"]["input_tokens"],
-                                                          final["usage"]["output_tokens"])
+    assert (usage.input_tokens, usage.output_tokens) == (
+        final["usage"]["input_tokens"],
+        final["usage"]["output_tokens"],
+    )
     # streamed == non-streamed parse of the same response body (normalisation: encrypted_content, which
     # differs between the done-event and completed copies, see expected_stream_output)
     assert without_encrypted(parse_response(final)[0]) == without_encrypted(msg)
@@ -183,8 +192,10 @@ def test_responses_stream(x: Interaction):
     summary_deltas = "".join(d.text for d in deltas if isinstance(d, ReasoningDelta))
     assert summary_deltas == "".join(s for p in msg.parts if isinstance(p, ReasoningPart) for s in p.summary)
     # ... and == the parse built from `response.output_item.done` items alone (no output in completed)
-    stripped = [{**e, "response": {**e["response"], "output": []}} if e.get("type") == "response.completed" else e
-                for e in events]
+    stripped = [
+        {**e, "response": {**e["response"], "output": []}} if e.get("type") == "response.completed" else e
+        for e in events
+    ]
     assert feed_responses(stripped)[0].result()[0] == msg
 
 
@@ -216,8 +227,10 @@ def test_parse_chat_completion(x: Interaction):
     raw = x.response["choices"][0]["message"]
     calls = [(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in raw.get("tool_calls") or []]
     assert_faithful_chat(msg, raw.get("content"), calls)
-    assert (usage.input_tokens, usage.output_tokens) == (x.response["usage"]["prompt_tokens"],
-                                                          x.response["usage"]["completion_tokens"])
+    assert (usage.input_tokens, usage.output_tokens) == (
+        x.response["usage"]["prompt_tokens"],
+        x.response["usage"]["completion_tokens"],
+    )
 
 
 @pytest.mark.parametrize("x", C_SSE, ids=_ids(C_SSE))
@@ -245,10 +258,14 @@ def test_chat_stream(x: Interaction):
 SAME_KIND = [
     # (streamed, non-streamed): different calls of the same kind, so compare shape, not values
     ("vercel-ai/responses/openai-phase.1.chunks.txt#0", "vercel-ai/responses/openai-phase.1.json#0"),
-    ("llm/test_openai_responses/test_responses_tool_use_streaming.yaml#0",
-     "llm/test_openai_responses/test_responses_tool_use.yaml#0"),
-    ("llm/test_openai_responses/test_responses_tool_use_streaming.yaml#1",
-     "llm/test_openai_responses/test_responses_tool_use.yaml#1"),
+    (
+        "llm/test_openai_responses/test_responses_tool_use_streaming.yaml#0",
+        "llm/test_openai_responses/test_responses_tool_use.yaml#0",
+    ),
+    (
+        "llm/test_openai_responses/test_responses_tool_use_streaming.yaml#1",
+        "llm/test_openai_responses/test_responses_tool_use.yaml#1",
+    ),
     ("llm/test_tools/test_tool_use_basic.yaml#0", "llm/test_tools/test_tool_use_chain_of_two_calls.yaml#0"),
 ]
 BY_ID = {x.id: x for x in ALL}
@@ -268,17 +285,12 @@ def test_streamed_and_plain_parses_agree(streamed: str, plain: str):
 
 # -- errors ---------------------------------------------------------------------------------------
 EXPECTED_ERRORS = {
-    "pydantic-ai/test_openai_responses/test_openai_responses_model_http_error.yaml#0":
-        "Invalid 'temperature': decimal below minimum value",
-    "vercel-ai/responses/reasoning-model-temperature-error.json#0":
-        "Unsupported parameter: 'temperature' is not supported with this model.",
-    "vercel-ai/chat/reasoning-model-legacy-parameter-error.json#0":
-        "Unsupported parameter: 'max_tokens' is not supported with this model.",
-    "pydantic-ai/test_openai/test_openai_o1_mini_system_role[developer].yaml#0":
-        "does not support 'developer' with this model",
+    "pydantic-ai/test_openai_responses/test_openai_responses_model_http_error.yaml#0": "Invalid 'temperature': decimal below minimum value",
+    "vercel-ai/responses/reasoning-model-temperature-error.json#0": "Unsupported parameter: 'temperature' is not supported with this model.",
+    "vercel-ai/chat/reasoning-model-legacy-parameter-error.json#0": "Unsupported parameter: 'max_tokens' is not supported with this model.",
+    "pydantic-ai/test_openai/test_openai_o1_mini_system_role[developer].yaml#0": "does not support 'developer' with this model",
     "vercel-ai/responses/openai-error.1.json#0": "You exceeded your current quota",
-    "pydantic-ai/test_openai_responses/test_openai_responses_thinking_with_modified_history.yaml#1":
-        "of type 'reasoning' was provided without its required following item",
+    "pydantic-ai/test_openai_responses/test_openai_responses_thinking_with_modified_history.yaml#1": "of type 'reasoning' was provided without its required following item",
 }
 
 
@@ -348,8 +360,9 @@ def _foreign_assistant(api: str, items: list[dict[str, Any]]) -> Message:
     for m in items:
         if m.get("content"):
             parts.append(TextPart(m["content"]))
-        parts += [ToolCallPart(c["id"], c["function"]["name"], c["function"]["arguments"])
-                  for c in m.get("tool_calls") or []]
+        parts += [
+            ToolCallPart(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in m.get("tool_calls") or []
+        ]
     return Message("assistant", parts)
 
 
@@ -376,23 +389,34 @@ def rebuild(x: Interaction) -> tuple[list[Message], int]:
     runs = [i for i, (k, _) in enumerate(segs) if k == "assistant"]
     answers = [parsed(y) for y in _earlier_ok(x)] if not req.get("previous_response_id") else []
     n = min(len(runs), len(answers))
-    by_run = dict(zip(runs[len(runs) - n:], answers[len(answers) - n:]))
+    by_run = dict(zip(runs[len(runs) - n :], answers[len(answers) - n :]))
     msgs = list(base)
     names: dict[str, str] = {c.call_id: c.name for m in msgs for c in m.tool_calls()}
     for i, (k, seg) in enumerate(segs):
         if k == "user":
             role = seg[0].get("role", "user")
-            msgs.append(Message("system" if role in ("system", "developer") else "user",
-                                [TextPart(_content_text(seg[0]["content"]))]))
+            msgs.append(
+                Message(
+                    "system" if role in ("system", "developer") else "user",
+                    [TextPart(_content_text(seg[0]["content"]))],
+                )
+            )
         elif k == "assistant":
             msg = by_run.get(i) or _foreign_assistant(api, seg)
             names.update({c.call_id: c.name for c in msg.tool_calls()})
             msgs.append(msg)
         else:
-            msgs.append(Message("tool", [
-                ToolResultPart(r["call_id"], names[r["call_id"]], r["output"]) if api == "responses"
-                else ToolResultPart(r["tool_call_id"], names[r["tool_call_id"]], r["content"])
-                for r in seg]))
+            msgs.append(
+                Message(
+                    "tool",
+                    [
+                        ToolResultPart(r["call_id"], names[r["call_id"]], r["output"])
+                        if api == "responses"
+                        else ToolResultPart(r["tool_call_id"], names[r["tool_call_id"]], r["content"])
+                        for r in seg
+                    ],
+                )
+            )
     return msgs, skip
 
 
@@ -402,8 +426,9 @@ QUOTE_FOLD = {"pydantic-ai/test_openai_responses/test_openai_responses_phase_str
 _QUOTES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"'})
 
 
-def norm_item(item: dict[str, Any], *, keep_ids: bool, json_args: bool = False,
-              fold_quotes: bool = False) -> dict[str, Any]:
+def norm_item(
+    item: dict[str, Any], *, keep_ids: bool, json_args: bool = False, fold_quotes: bool = False
+) -> dict[str, Any]:
     """Normalised Responses input item. Normalisations (they don't change meaning for the API):
     * a bare ``{"role", "content"}`` (EasyInputMessage) is a ``type: message``;
     * message ``content`` as a string or as a list of ``input_text``/``output_text`` parts is its text
@@ -431,8 +456,12 @@ def norm_item(item: dict[str, Any], *, keep_ids: bool, json_args: bool = False,
     elif kind == "function_call_output":
         out = {k: item[k] for k in ("type", "call_id", "output")}
     elif kind == "reasoning":
-        return {"type": "reasoning", "id": item["id"], "summary": [s["text"] for s in item.get("summary") or []],
-                "encrypted_content": item.get("encrypted_content")}
+        return {
+            "type": "reasoning",
+            "id": item["id"],
+            "summary": [s["text"] for s in item.get("summary") or []],
+            "encrypted_content": item.get("encrypted_content"),
+        }
     elif kind == "item_reference":
         return {"type": "item_reference", "id": item["id"]}
     else:
@@ -454,9 +483,14 @@ def norm_chat(messages: list[dict[str, Any]], *, json_args: bool = False) -> lis
     out: list[dict[str, Any]] = []
     for m in messages:
         if m["role"] == "assistant":
-            calls = [(c["id"], c["function"]["name"],
-                      json.loads(c["function"]["arguments"]) if json_args else c["function"]["arguments"])
-                     for c in m.get("tool_calls") or []]
+            calls = [
+                (
+                    c["id"],
+                    c["function"]["name"],
+                    json.loads(c["function"]["arguments"]) if json_args else c["function"]["arguments"],
+                )
+                for c in m.get("tool_calls") or []
+            ]
             if out and out[-1]["role"] == "assistant":
                 out[-1]["content"] = (out[-1]["content"] or "") + (m.get("content") or "") or None
                 out[-1]["tool_calls"] += calls
@@ -481,8 +515,9 @@ def test_replay_matches_recorded_request(x: Interaction):
     fold = x.source in QUOTE_FOLD
     if x.api == "chat":
         system = "\n".join(m.text for m in msgs if m.role == "system")
-        assert norm_chat(chat_messages(system, [m for m in msgs if m.role != "system"]), json_args=llm) == \
-            norm_chat(x.request["messages"], json_args=llm)
+        assert norm_chat(chat_messages(system, [m for m in msgs if m.role != "system"]), json_args=llm) == norm_chat(
+            x.request["messages"], json_args=llm
+        )
         return
 
     recorded = x.request["input"]
@@ -490,36 +525,49 @@ def test_replay_matches_recorded_request(x: Interaction):
     # store off: everything inline; this is the rule compared item by item with the recorded request.
     inline = responses_input(msgs, store=False)[skip:]
     assert all("id" not in it for it in inline if it.get("type") in ("message", "function_call") or "role" in it)
-    assert [norm_item(i, keep_ids=False, json_args=llm, fold_quotes=fold) for i in inline] == \
-        [norm_item(r, keep_ids=False, json_args=llm, fold_quotes=fold) for r in recorded]
+    assert [norm_item(i, keep_ids=False, json_args=llm, fold_quotes=fold) for i in inline] == [
+        norm_item(r, keep_ids=False, json_args=llm, fold_quotes=fold) for r in recorded
+    ]
     if store_off:
         return
     # store on (the API default; every pydantic-ai cassette): parts with an item id become item_references.
     refs = responses_input(msgs, store=True)[skip:]
     assert len(refs) == len(recorded)
-    assert [r["id"] for r in recorded if r.get("id")] == \
-        [o.get("id") for o, r in zip(refs, recorded) if r.get("id")], "references must carry the recorded ids"
+    assert [r["id"] for r in recorded if r.get("id")] == [o.get("id") for o, r in zip(refs, recorded) if r.get("id")], (
+        "references must carry the recorded ids"
+    )
     server = _server_items(x)
     for ours, rec in zip(refs, recorded):
         if ours.get("type") == "item_reference":
             assert rec.get("type") != "function_call_output" and rec.get("role") != "user"
             # the referenced stored item is what the recorded request sent inline
-            assert norm_item(server[ours["id"]], keep_ids=False, fold_quotes=fold) == \
-                norm_item(rec, keep_ids=False, fold_quotes=fold)
+            assert norm_item(server[ours["id"]], keep_ids=False, fold_quotes=fold) == norm_item(
+                rec, keep_ids=False, fold_quotes=fold
+            )
         else:
             assert norm_item(ours, keep_ids=True) == norm_item(rec, keep_ids=True)
 
 
 def test_replay_coverage():
-    by_kind = Counter((x.api, x.request.get("store") is False, bool(x.request.get("previous_response_id")))
-                      for x in REPLAYS)
-    assert by_kind == {("responses", True, False): 7, ("responses", False, False): 5,
-                       ("responses", False, True): 3, ("chat", False, False): 5}, by_kind
+    by_kind = Counter(
+        (x.api, x.request.get("store") is False, bool(x.request.get("previous_response_id"))) for x in REPLAYS
+    )
+    assert by_kind == {
+        ("responses", True, False): 7,
+        ("responses", False, False): 5,
+        ("responses", False, True): 3,
+        ("chat", False, False): 5,
+    }, by_kind
 
 
 # -- tool definitions -----------------------------------------------------------------------------
-TOOL_REQUESTS = [x for x in ALL if x.request and x.request.get("tools") and x.index == min(
-    y.index for y in openai_interactions(x.source) if y.request and y.request.get("tools"))]
+TOOL_REQUESTS = [
+    x
+    for x in ALL
+    if x.request
+    and x.request.get("tools")
+    and x.index == min(y.index for y in openai_interactions(x.source) if y.request and y.request.get("tools"))
+]
 
 
 @pytest.mark.parametrize("x", TOOL_REQUESTS, ids=_ids(TOOL_REQUESTS))
@@ -532,8 +580,10 @@ def test_tool_definitions_match_recorded(x: Interaction):
     else:
         specs = [{k: t["function"].get(k) for k in ("name", "description", "parameters")} for t in recorded]
         ours = [{"type": t["type"], **t["function"]} for t in chat_tools(specs)]
-        shape = [{"type": t["type"], **{k: t["function"].get(k) for k in ("name", "description", "parameters")}}
-                 for t in recorded]
+        shape = [
+            {"type": t["type"], **{k: t["function"].get(k) for k in ("name", "description", "parameters")}}
+            for t in recorded
+        ]
     assert [{k: v for k, v in t.items() if k != "strict"} for t in ours] == shape
     # strict: where the client asked for strict and the real API accepted the schema, we must agree it is
     # strict-compatible. Where the client sent strict false or nothing, we do not assert (see report).
@@ -546,8 +596,10 @@ def test_tool_definitions_match_recorded(x: Interaction):
 
 def test_loaders_handle_all_formats():
     # a gzip'd !!binary SSE body (simonw/llm), a pydantic-ai SSE body, a vercel chunks file, plain JSON
-    assert load("llm/test_openai_responses/test_responses_basic_streaming.yaml")[0].response[-1]["type"] == \
-        "response.completed"
+    assert (
+        load("llm/test_openai_responses/test_responses_basic_streaming.yaml")[0].response[-1]["type"]
+        == "response.completed"
+    )
     assert load("pydantic-ai/test_openai_responses/test_openai_responses_stream.yaml")[0].is_stream
     assert len(load("vercel-ai/responses/openai-reasoning-encrypted-content.1.chunks.txt")) == 4
     assert load("vercel-ai/chat/openai-text.json")[0].response["object"] == "chat.completion"

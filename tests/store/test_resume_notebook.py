@@ -20,17 +20,25 @@ def instructions(request) -> str:
 
 
 def test_a_new_kernel_resumes_the_notebooks_session_with_its_task_list(fake_openai, tmp_path):
-    todos = [{"content": "load the sales data", "status": "done"},
-             {"content": "compare regions", "status": "in_progress"}]
+    todos = [
+        {"content": "load the sales data", "status": "done"},
+        {"content": "compare regions", "status": "in_progress"},
+    ]
     fake_openai.enqueue(
         Reply(tool_calls=[Call("todo_write", {"todos": todos})]),
         Reply(text="Plan recorded."),
         Reply(text="North grew the most."),
     )
     path = tmp_path / "analysis.ipynb"
-    run_notebook(path, ["%load_ext shiro_kernel",
-                        "%shiro --wait plan the analysis of sales by region",
-                        "%shiro --wait which region grew the most?"], env(fake_openai))
+    run_notebook(
+        path,
+        [
+            "%load_ext shiro_kernel",
+            "%shiro --wait plan the analysis of sales by region",
+            "%shiro --wait which region grew the most?",
+        ],
+        env(fake_openai),
+    )
     assert len(fake_openai.requests) == 3
     # the task list block is in the system prompt on every step after todo_write
     assert "Your task list (1/2 done). Keep it current with todo_write:" in instructions(fake_openai.requests[1])
@@ -39,11 +47,12 @@ def test_a_new_kernel_resumes_the_notebooks_session_with_its_task_list(fake_open
     fake_openai.enqueue(Reply(text="We were comparing regions."))
     nb = run_notebook(path, ["%load_ext shiro_kernel", "%shiro --wait where were we?"], env(fake_openai))
     shown = outputs_text(nb.cells[1])
-    assert 'resumed ' in shown and '— 6 messages: "plan the analysis of sales by region"' in shown
+    assert "resumed " in shown and '— 6 messages: "plan the analysis of sales by region"' in shown
     first = fake_openai.requests[3]
     # store is on: the earlier assistant items go out as references to what the provider stored
-    sent = json.dumps([fake_openai.stored_item(i["id"]) if i.get("type") == "item_reference" else i
-                       for i in first.body["input"]])
+    sent = json.dumps(
+        [fake_openai.stored_item(i["id"]) if i.get("type") == "item_reference" else i for i in first.body["input"]]
+    )
     assert "plan the analysis of sales by region" in sent and "North grew the most." in sent
     assert "[x] load the sales data" in instructions(first) and "[~] compare regions" in instructions(first)
     assert "We were comparing regions." in shown

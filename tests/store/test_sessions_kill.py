@@ -18,11 +18,9 @@ import textwrap
 import time
 from pathlib import Path
 
-
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, TextPart
-
 
 TRIALS = 30
 BUDGET_S = 40.0  # stop early (after at least a few trials) rather than run long on a slow machine
@@ -72,8 +70,10 @@ def test_sigkill_during_save_leaves_a_whole_record(tmp_path):
     session.messages += [Message.user("keep saving this session"), Message("assistant", [TextPart(body(0))])]
     assert store.save(session, model="gpt-test")
     sid = session.id
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
     rng = random.Random(20240611)
     previous = 0
     mid_save_kills = 0
@@ -83,8 +83,14 @@ def test_sigkill_during_save_leaves_a_whole_record(tmp_path):
         if trial >= 5 and time.monotonic() - started > BUDGET_S:
             break
         trials += 1
-        proc = subprocess.Popen([sys.executable, "-c", CHILD, sid, str(CHUNK)], env=env, cwd=tmp_path,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, sid, str(CHUNK)],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         try:
             ready = proc.stdout.readline().split()  # the child has loaded the record
             assert ready == ["ready", str(previous)], proc.stderr.read() if proc.poll() is not None else ready

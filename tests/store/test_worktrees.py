@@ -15,7 +15,6 @@ import pytest
 
 from shiro_kernel.store.paths import project_root, project_slug
 
-
 # One process: remember a note and write a memory for the project found from its cwd, signal that it
 # is done, wait for the other process, then print what it sees (both stores, read afresh).
 CHILD = textwrap.dedent("""
@@ -51,9 +50,15 @@ CHILD = textwrap.dedent("""
 
 
 def git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_CONFIG_GLOBAL": os.devnull}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
@@ -87,13 +92,28 @@ def test_two_processes_in_two_worktrees_share_one_store(repo, tmp_path):
     assert Path(home).is_dir()
     sync = tmp_path / "sync"
     sync.mkdir()
-    env = {**os.environ, "SHIRO_HOME": home,
-           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "SHIRO_HOME": home,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
     procs = {
-        "main": subprocess.Popen([sys.executable, "-c", CHILD, "main", str(sync), "linked"], cwd=sub, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-        "linked": subprocess.Popen([sys.executable, "-c", CHILD, "linked", str(sync), "main"], cwd=linked, env=env,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+        "main": subprocess.Popen(
+            [sys.executable, "-c", CHILD, "main", str(sync), "linked"],
+            cwd=sub,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
+        "linked": subprocess.Popen(
+            [sys.executable, "-c", CHILD, "linked", str(sync), "main"],
+            cwd=linked,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        ),
     }
     seen = {}
     for tag, proc in procs.items():
@@ -104,8 +124,7 @@ def test_two_processes_in_two_worktrees_share_one_store(repo, tmp_path):
         assert view["home"] == home
         assert Path(view["root"]) == main, tag
         assert view["notes"] == ["note from linked", "note from main"], tag
-        assert view["memories"] == {"mem-main": "memory body from main",
-                                    "mem-linked": "memory body from linked"}, tag
+        assert view["memories"] == {"mem-main": "memory body from main", "mem-linked": "memory body from linked"}, tag
         assert "mem-main" in view["index"] and "mem-linked" in view["index"], tag
     # one store on disk, under the test's SHIRO_HOME, keyed by the main worktree
     slug = project_slug(main)

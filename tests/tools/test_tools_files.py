@@ -51,8 +51,13 @@ def call(ctx: ToolContext, name: str, arguments) -> str:
 # -- read_file -----------------------------------------------------------------------------------
 def test_read_file_numbers_lines_like_cat_n(ctx):
     out = run(ctx, "read_file", path="src/pkg/mod.py")
-    assert out.splitlines() == ["     1\tdef add(a, b):", "     2\t    return a + b", "     3\t",
-                                "     4\tTOTAL = add(1, 2)", "[src/pkg/mod.py: 4 lines]"]
+    assert out.splitlines() == [
+        "     1\tdef add(a, b):",
+        "     2\t    return a + b",
+        "     3\t",
+        "     4\tTOTAL = add(1, 2)",
+        "[src/pkg/mod.py: 4 lines]",
+    ]
 
 
 def test_read_file_offset_limit_and_how_to_read_more(ctx, root):
@@ -102,9 +107,12 @@ ESCAPES = ["../outside.txt", "/etc/passwd", "~/x", "src/../../outside.txt", "lin
 @pytest.mark.parametrize("path", ESCAPES)
 def test_every_path_tool_refuses_escapes(ctx, links, tmp_path, path):
     before = (tmp_path / "outside.txt").read_text()
-    for name, args in [("read_file", {"path": path}), ("write_file", {"path": path, "content": "x"}),
-                       ("edit_file", {"path": path, "old": "secret", "new": "public"}),
-                       ("grep", {"pattern": "TODO", "path": path})]:
+    for name, args in [
+        ("read_file", {"path": path}),
+        ("write_file", {"path": path, "content": "x"}),
+        ("edit_file", {"path": path, "old": "secret", "new": "public"}),
+        ("grep", {"pattern": "TODO", "path": path}),
+    ]:
         out = call(ctx, name, {**{k: None for k in all_tools()[name].parameters["properties"]}, **args})
         assert out.startswith("Error: path") and "outside the project root" in out, (name, out)
     assert (tmp_path / "outside.txt").read_text() == before
@@ -204,7 +212,10 @@ def test_list_files_globs(ctx):
     assert run(ctx, "list_files", pattern="*/pkg/m?d.[p]y") == "src/pkg/mod.py"
     assert run(ctx, "list_files", pattern="notes.md") == "notes.md"
     assert run(ctx, "list_files", pattern="src").splitlines() == [
-        "(src is a folder; listing what it holds)", "src/main.py", "src/pkg/"]
+        "(src is a folder; listing what it holds)",
+        "src/main.py",
+        "src/pkg/",
+    ]
     assert run(ctx, "list_files", pattern="*.csv") == "No files match '*.csv'."
     assert run(ctx, "list_files", pattern="missing/x.py").startswith("No files match")
 
@@ -229,15 +240,20 @@ def test_list_files_is_capped(ctx, root):
 # -- grep ----------------------------------------------------------------------------------------
 def test_grep_finds_lines_and_skips_binary_and_tool_folders(ctx):
     out = run(ctx, "grep", pattern=r"add\(")
-    assert out.splitlines() == ["src/main.py:2: print(add(2, 3))", "src/pkg/mod.py:1: def add(a, b):",
-                                "src/pkg/mod.py:4: TOTAL = add(1, 2)"]
+    assert out.splitlines() == [
+        "src/main.py:2: print(add(2, 3))",
+        "src/pkg/mod.py:1: def add(a, b):",
+        "src/pkg/mod.py:4: TOTAL = add(1, 2)",
+    ]
     assert run(ctx, "grep", pattern="TODO") == "notes.md:2: TODO: write more"
     assert run(ctx, "grep", pattern="binary") == "No matches for 'binary' in the project root."
 
 
 def test_grep_path_file_or_folder(ctx):
-    assert run(ctx, "grep", pattern="add", path="src/main.py") == "src/main.py:1: from pkg.mod import add\n" \
+    assert (
+        run(ctx, "grep", pattern="add", path="src/main.py") == "src/main.py:1: from pkg.mod import add\n"
         "src/main.py:2: print(add(2, 3))"
+    )
     assert run(ctx, "grep", pattern="(?i)total", path="src/pkg") == "src/pkg/mod.py:4: TOTAL = add(1, 2)"
     assert run(ctx, "grep", pattern="hidden", path=".git") == ".git/hidden.py:1: TODO: hidden"
 
@@ -260,7 +276,8 @@ def test_registry_errors(ctx):
     assert call(ctx, "read_file", "{not json").startswith("Error: arguments are not valid JSON")
     assert call(ctx, "read_file", "[1]").startswith("Error: arguments must be a JSON object")
     assert call(ctx, "read_file", {"path": "notes.md", "offset": "2"}).startswith(
-        "Error: argument 'offset' must be integer")
+        "Error: argument 'offset' must be integer"
+    )
     assert call(ctx, "read_file", {"path": 3}).startswith("Error: argument 'path' must be string")
     assert call(ctx, "read_file", {"path": "notes.md", "lines": 3}).startswith("Error: unknown argument(s) lines")
     assert call(ctx, "read_file", {"path": "notes.md", "offset": None, "limit": None}).startswith("     1\t# Notes")
@@ -269,6 +286,7 @@ def test_registry_errors(ctx):
 
 def test_schemas_are_strict(ctx):
     import jsonschema
+
     for tool in all_tools().values():
         params = tool.parameters
         jsonschema.Draft202012Validator.check_schema(params)

@@ -37,8 +37,11 @@ def inspect(ctx: ToolContext, names=None) -> str:
 
 
 def test_all_user_variables_skip_modules_functions_classes_and_ipython_names(ctx, shell):
-    shell.run_cell("import os\nimport json as j\ndef helper(): pass\nclass Thing: pass\n"
-                   "count = 3\nname = 'shiro'\n_private = 1\n1 + 1", store_history=True)
+    shell.run_cell(
+        "import os\nimport json as j\ndef helper(): pass\nclass Thing: pass\n"
+        "count = 3\nname = 'shiro'\n_private = 1\n1 + 1",
+        store_history=True,
+    )
     out = inspect(ctx)
     listed = [line.split(":")[0] for line in out.splitlines() if not line.startswith(" ")]
     assert listed == ["count", "name"]
@@ -100,12 +103,14 @@ def test_many_variables_are_capped(ctx, shell):
 
 
 def test_does_not_import_pandas_or_numpy():
-    code = ("from IPython.core.interactiveshell import InteractiveShell\nimport sys\n"
-            "from shiro_kernel.tools import ToolContext, all_tools\n"
-            "sh = InteractiveShell.instance()\nsh.user_ns['x'] = [1, 2]\n"
-            "out = all_tools()['inspect'].run({'names': None}, ToolContext(root='.', shell=sh))\n"
-            "assert 'x: list' in out, out\n"
-            "print('pandas' in sys.modules, 'numpy' in sys.modules)\n")
+    code = (
+        "from IPython.core.interactiveshell import InteractiveShell\nimport sys\n"
+        "from shiro_kernel.tools import ToolContext, all_tools\n"
+        "sh = InteractiveShell.instance()\nsh.user_ns['x'] = [1, 2]\n"
+        "out = all_tools()['inspect'].run({'names': None}, ToolContext(root='.', shell=sh))\n"
+        "assert 'x: list' in out, out\n"
+        "print('pandas' in sys.modules, 'numpy' in sys.modules)\n"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False False", result.stderr
 
@@ -118,5 +123,6 @@ def test_through_the_registry(ctx):
     assert call("{}").startswith("No user variables")
     assert call('{"names": "df"}').startswith("Error: argument 'names' must be array")
     assert call('{"names": [1]}').startswith("Error: names must be a list of variable names")
-    assert run_tool(all_tools(), ToolCallPart("c", "inspect", "{}"), ToolContext(root=ctx.root)).output \
-        .startswith("Error: no IPython shell")
+    assert run_tool(all_tools(), ToolCallPart("c", "inspect", "{}"), ToolContext(root=ctx.root)).output.startswith(
+        "Error: no IPython shell"
+    )

@@ -20,19 +20,37 @@ def notebook(tmp_path: Path) -> Path:
     nb = v4.new_notebook()
     nb.cells = [
         v4.new_markdown_cell("# Analysis\nLoad the data."),
-        v4.new_code_cell("import pandas as pd\ndf = pd.read_csv('x.csv')\ndf.shape", execution_count=1, outputs=[
-            v4.new_output("stream", name="stdout", text="loading...\n"),
-            v4.new_output("execute_result", data={"text/plain": "(100, 3)"}, execution_count=1),
-        ]),
-        v4.new_code_cell("plot()", execution_count=2, outputs=[
-            v4.new_output("display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 640x480>"}),
-            v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="}),
-            v4.new_output("display_data", data={"text/html": "<b>hi</b>"}),
-        ]),
-        v4.new_code_cell("1 / 0", execution_count=3, outputs=[
-            v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero",
-                          traceback=["\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"]),
-        ]),
+        v4.new_code_cell(
+            "import pandas as pd\ndf = pd.read_csv('x.csv')\ndf.shape",
+            execution_count=1,
+            outputs=[
+                v4.new_output("stream", name="stdout", text="loading...\n"),
+                v4.new_output("execute_result", data={"text/plain": "(100, 3)"}, execution_count=1),
+            ],
+        ),
+        v4.new_code_cell(
+            "plot()",
+            execution_count=2,
+            outputs=[
+                v4.new_output(
+                    "display_data", data={"image/png": "iVBORw0KGgo=", "text/plain": "<Figure size 640x480>"}
+                ),
+                v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="}),
+                v4.new_output("display_data", data={"text/html": "<b>hi</b>"}),
+            ],
+        ),
+        v4.new_code_cell(
+            "1 / 0",
+            execution_count=3,
+            outputs=[
+                v4.new_output(
+                    "error",
+                    ename="ZeroDivisionError",
+                    evalue="division by zero",
+                    traceback=["\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"],
+                ),
+            ],
+        ),
         v4.new_code_cell("print('x' * 10000)", outputs=[v4.new_output("stream", name="stdout", text="x" * 10000)]),
     ]
     path = tmp_path / "analysis.ipynb"
@@ -53,8 +71,9 @@ def test_reads_every_cell_with_outputs_as_text(ctx):
     out = read(ctx)
     assert out.startswith("analysis.ipynb as saved on disk (5 cells; unsaved edits are not included):\n\n")
     assert "[0] markdown\n# Analysis\nLoad the data." in out
-    assert ("[1] code (1)\nimport pandas as pd\ndf = pd.read_csv('x.csv')\ndf.shape\n"
-            "--- outputs:\nloading...\n(100, 3)") in out
+    assert (
+        "[1] code (1)\nimport pandas as pd\ndf = pd.read_csv('x.csv')\ndf.shape\n--- outputs:\nloading...\n(100, 3)"
+    ) in out
     assert "[2] code (2)\nplot()\n--- outputs:\n<Figure size 640x480>\n<image/png>\n<image/png>\n<text/html>" in out
     assert "[3] code (3)\n1 / 0\n--- outputs:\nZeroDivisionError: division by zero" in out
     assert "[4] code (not run)" in out
@@ -86,7 +105,7 @@ def test_empty_notebook(tmp_path):
 
 
 def test_nbformat_is_imported_lazily():
-    code = ("import sys\nimport shiro_kernel.tools as t\nt.all_tools()\nprint('nbformat' in sys.modules)")
+    code = "import sys\nimport shiro_kernel.tools as t\nt.all_tools()\nprint('nbformat' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
 

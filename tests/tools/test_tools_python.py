@@ -34,7 +34,9 @@ def ctx(shell, tmp_path):
 
 
 def py(ctx: ToolContext, code: str) -> str:
-    return all_tools()["python"].run({"code": code}, ctx)
+    """The text the model reads (the images and displays are tested in test_tools_figures.py)."""
+    out = all_tools()["python"].run({"code": code}, ctx)
+    return out if isinstance(out, str) else out.text
 
 
 def call(ctx: ToolContext, name: str, arguments: str):
@@ -89,14 +91,20 @@ def test_display_data_is_captured_as_text(ctx, shell):
 
 
 def test_fd_level_output_is_captured(ctx):
-    out = py(ctx, "import os, subprocess\nos.system('echo from-os-system')\n"
-                  "subprocess.run(['bash', '-c', 'echo from-child >&2'])\nNone")
+    out = py(
+        ctx,
+        "import os, subprocess\nos.system('echo from-os-system')\n"
+        "subprocess.run(['bash', '-c', 'echo from-child >&2'])\nNone",
+    )
     assert "from-os-system" in out and "from-child" in out
 
 
 def test_stream_fileno_and_buffer_work(ctx):
-    out = py(ctx, "import subprocess, sys\nsubprocess.run(['echo', 'via-fileno'], stdout=sys.stdout)\n"
-                  "sys.stdout.buffer.write(b'raw-bytes\\n')\nsys.stderr.write('plain\\n')\nNone")
+    out = py(
+        ctx,
+        "import subprocess, sys\nsubprocess.run(['echo', 'via-fileno'], stdout=sys.stdout)\n"
+        "sys.stdout.buffer.write(b'raw-bytes\\n')\nsys.stderr.write('plain\\n')\nNone",
+    )
     assert out.splitlines() == ["raw-bytes", "plain", "via-fileno"]  # fd-level output comes last
 
 
@@ -104,6 +112,7 @@ def test_input_is_refused_not_prompted(ctx):
     out = py(ctx, "name = input('Your name? ')")
     assert "RuntimeError: input() is not available in the python tool" in out
     import builtins
+
     assert builtins.input is not None and builtins.input.__name__ != "_no_input"
 
 
@@ -236,14 +245,15 @@ def test_inside_a_real_kernel_nothing_leaks(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(KERNEL_CELL), nbformat.v4.new_code_cell("print('second cell')")]
     started = time.monotonic()
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=60,
-                                     resources={"metadata": {"path": str(tmp_path)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=60, resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
     outputs = nb.cells[0].outputs
     assert [o.get("name") for o in outputs] == ["stdout"], outputs  # one stream: the marker only
     text = outputs[0]["text"]
     assert text.startswith("MARKER ") and text.count("\n") == 1, text
-    returned, unchanged = json.loads(text[len("MARKER "):])
+    returned, unchanged = json.loads(text[len("MARKER ") :])
     assert returned.splitlines() == ["printed-line", "stderr-line", "{'displayed': 1}", "fd-line", "42"]
     assert unchanged  # the tool did not bump the execution counter nor touch In/Out
     assert nb.cells[1].outputs[0]["text"] == "second cell\n"
