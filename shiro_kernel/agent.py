@@ -67,6 +67,7 @@ class Agent:
         self.lost: dict[str, str] = {}
         self._tell_lost = False
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
+        self._greeted: str | None = None  # the session the boot header was shown for
 
     def _autosaver(self, session: Session) -> Autosaver:
         def failed(exc: StoreError) -> None:
@@ -144,13 +145,19 @@ class Agent:
         if not (cont or not self.started):
             return None
         notes: list[str] = []
+        try:  # this notebook's records that cannot be read: set aside and said, never skipped silently
+            unreadable = self.store.unreadable_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
+        except StoreError:
+            unreadable = []
+        for problem in unreadable:
+            notes.append(self._set_aside(problem.path.name.removesuffix(".json"), problem))
         for _ in range(3):  # a corrupt newest record is set aside, then the next newest is tried
             info = self.store.latest_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
             if info is None or info.id == self.session.id:
                 self.started = True
                 if cont and info is None:
                     raise RequestError("no saved session for this notebook")
-                return "\n".join(notes) or None
+                return "\n".join(dict.fromkeys(notes)) or None
             try:
                 taken = self.store.take(info.id)  # a copy when another live kernel has it open
             except CorruptFile as exc:
@@ -158,9 +165,9 @@ class Agent:
                 continue
             self.switch_to(taken.session, taken.lease)
             line = self._with_restart_notice(resumed_line(taken.session))
-            return "\n".join([*notes, line, *([taken.note()] if taken.forked_from else [])])
+            return "\n".join([*dict.fromkeys(notes), line, *([taken.note()] if taken.forked_from else [])])
         self.started = True
-        return "\n".join(notes) or None
+        return "\n".join(dict.fromkeys(notes)) or None
 
     def _set_aside(self, session_id: str, exc: CorruptFile) -> str:
         moved = self.store.set_aside(session_id)
@@ -410,10 +417,15 @@ class Agent:
         if notes is None:
             return ""
         try:
-            return notes.render_boot()
+            count = len(notes.entries())
+            block = notes.render_boot()
         except CorruptFile as exc:
             emit(Notice(f"project notes are unreadable and were left out: {exc}", kind="warning"))
             return ""
+        if count and self._greeted != self.session.id:  # the seed's boot header, once per session start
+            self._greeted = self.session.id
+            emit(Notice(f"memory: {count} notes about this project"))  # the seed's words, plural always
+        return block
 
     def _budget(self, options: TurnOptions, model: str, emit: Callable[[Event], None]) -> None:
         budget = self.config.budget_usd

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, Union, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, default, observe, validate
 from traitlets.config import Configurable
 
 DEFAULT_MODEL = "gpt-5-mini"
@@ -98,6 +98,19 @@ class Shiro(Configurable):
         "connected to the kernel.",
     ).tag(config=True)
     max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
+    redact = List(
+        Unicode(),
+        help="Regular expressions whose matches are replaced by [redacted:pattern] in every tool result, before it "
+        "is sent, recorded, shown or saved. Added to the built-in rule: the API key and the values (8+ characters) "
+        "of environment variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL* are always "
+        "replaced by [redacted:NAME].",
+    ).tag(config=True)
+    turn_timeout_s = Float(
+        None,
+        allow_none=True,
+        help="Wall-clock limit of one blocking turn, in seconds. Default (None): 900 s in a headless run "
+        "(nbclient, papermill, terminal IPython), no limit in interactive use.",
+    ).tag(config=True)
     vision = Union(
         [Enum(["auto"]), Bool()],
         default_value="auto",
@@ -124,6 +137,23 @@ class Shiro(Configurable):
     @default("base_url")
     def _base_url_default(self) -> str | None:
         return environment().base_url
+
+    @validate("redact")
+    def _check_redact(self, proposal: dict[str, list[str]]) -> list[str]:
+        import re
+
+        for pattern in proposal["value"]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise TraitError(f"Shiro.redact: {pattern!r} is not a regular expression ({exc})") from None
+        return proposal["value"]
+
+    @observe("redact")
+    def _redact_changed(self, change: dict[str, list[str]]) -> None:
+        from . import redact
+
+        redact.set_patterns(change["new"])
 
 
 #: the variants that ship; ``Shiro.agents`` adds to or replaces them

@@ -75,6 +75,11 @@ class MissingKey(ProviderError):
     """No API key and no local server configured."""
 
 
+class TurnTimeout(KeyboardInterrupt):
+    """A turn that ran past its wall-clock limit (``Shiro.turn_timeout_s``): stops it like an interrupt
+    (a tool's partial output is kept, as for any interrupt: the tool sets ``partial`` on it)."""
+
+
 __all__ = [
     "Ambiguous",
     "BundleError",
@@ -86,4 +91,5 @@ __all__ = [
     "ShiroError",
     "StoreError",
     "ToolError",
+    "TurnTimeout",
 ]

@@ -146,8 +146,9 @@ class ShiroMagics(Magics):
 
         from . import commands
         from .config import agent_variant
+        from .ui import kernel
         from .ui.kernel import has_frontend
-        from .ui.text_view import run_blocking
+        from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
 
         opts, prompt = parsed.options, parsed.prompt
         agent = self.agent
@@ -181,7 +182,10 @@ class ShiroMagics(Magics):
         if live is not None and not opts.get("wait"):
             live.submit_prompt(prompt, turn_options)
             return
-        run_blocking(agent, prompt, turn_options, live=has_frontend(self.shell))
+        limit: float | None = self.settings.turn_timeout_s
+        if limit is None and live is None and not kernel.widget_frontend(self.shell, "auto"):
+            limit = HEADLESS_TURN_LIMIT_S  # headless (nbclient, papermill, terminal IPython): never forever
+        run_blocking(agent, prompt, turn_options, live=has_frontend(self.shell), limit_s=limit)
 
     def _session_flags(self, agent: Agent, opts: dict[str, Any]) -> None:
         """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""

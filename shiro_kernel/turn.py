@@ -24,8 +24,10 @@ from .context.prune import (
     TokenMeter,
     detach_provider_items,
     limit_images,
+    limit_sizes,
     prune_to_fit,
 )
+from .errors import TurnTimeout
 from .events import (
     Done,
     Error,
@@ -42,6 +44,7 @@ from .events import (
     Usage,
 )
 from .session import Session
+from .text import cut
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, Part, ToolCallPart, ToolResultPart
 
@@ -78,11 +81,20 @@ READ_ONLY_DENIAL = (
     'Error: not approved — Shiro.approval is "read-only", so {name} is refused. Use the reading tools, '
     'or the user can run `%config Shiro.approval = "ask"`.'
 )
+INTERRUPTED = "Error: interrupted after {seconds:.1f} s — the user stopped the turn while this call ran"
+TIMED_OUT = "Error: interrupted after {seconds:.1f} s — the turn reached its time limit while this call ran"
 ABORTED = "Error: not run — the user stopped the turn before this call ran."
 #: the seed's notice for the 404 repair (the docs show it with a lowercase "the")
 INLINE_RETRY_NOTICE = (
     "The provider no longer had part of this session stored. Re-sent the history inline and carried on."
 )
+REASONING_NOTICE = (
+    "context compacted: earlier reasoning left out of the request ({before:,} → {after:,} estimated tokens); "
+    "all {n} messages kept"
+)
+SHORTENED_NOTICE = "{n} oversized tool argument{s} or result{s} shortened in the request (the session keeps them whole)"
+#: the total text of one step's tool results, at most (each result over its share is cut)
+STEP_OUTPUT_CHARS = 100_000
 COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
 REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
 NO_VISION_NOTICE = (
@@ -124,20 +136,49 @@ class Turn:
     _repaired: bool = field(default=False, init=False, repr=False)
     _inlined: bool = field(default=False, init=False, repr=False)
     _told_headless: bool = field(default=False, init=False, repr=False)
+    _shortened: bool = field(default=False, init=False, repr=False)
+    # the batch of calls being answered: results so far, and the call running now (call, start time)
+    _step_results: list[ToolResultPart] = field(default_factory=list, init=False, repr=False)
+    _running: tuple[ToolCallPart, float] | None = field(default=None, init=False, repr=False)
 
     # -- entry point -----------------------------------------------------------------------------
     def run(self, prompt: str | None) -> TurnEnd:
         try:
             end = self._run(prompt)
-        except KeyboardInterrupt:  # a kernel interrupt while a tool or the stream ran
+        except KeyboardInterrupt as exc:  # a kernel interrupt (or the turn's time limit) while a tool or the stream ran
             self.abort.set()
-            self._settle_unanswered(ABORTED)
-            end = TurnEnd("aborted", self.usage)
+            self._record_interrupted(exc)
+            timed_out = isinstance(exc, TurnTimeout)
+            if timed_out:
+                self.on_event(Notice(str(exc), kind="warning"))
+            end = TurnEnd("timeout" if timed_out else "aborted", self.usage)
         self.on_event(end)
         return end
 
+    def _record_interrupted(self, exc: KeyboardInterrupt) -> None:
+        """Keep what an interrupted batch of calls did: finished results as they are, the running call as
+        ``interrupted after N s`` with its partial output, the calls not reached as not run — so the model
+        never repeats a side effect it already had."""
+        running = self._running
+        self._running = None
+        if running is not None:
+            call, started = running
+            seconds = time.perf_counter() - started
+            partial = getattr(exc, "partial", "") or ""
+            why = TIMED_OUT if isinstance(exc, TurnTimeout) else INTERRUPTED
+            text = why.format(seconds=seconds) + (f"; its output so far:\n{partial}" if partial.strip() else "")
+            self._step_results.append(ToolResultPart(call.call_id, call.name, text, is_error=True))
+            self.on_event(ToolEnd(call, self._step_results[-1], seconds))
+        answered = {r.call_id for r in self._step_results}
+        results = list(self._step_results)
+        self._step_results = []
+        missing = [c for c in rules.pending_calls(self.session.messages) if c.call_id not in answered]
+        results += [ToolResultPart(c.call_id, c.name, ABORTED, is_error=True) for c in missing]
+        if results:
+            self.session.append(Message("tool", list[Part](results)))
+
     def _run(self, prompt: str | None) -> TurnEnd:
-        self._compacted = self._repaired = self._inlined = self._told_headless = False
+        self._compacted = self._repaired = self._inlined = self._told_headless = self._shortened = False
         # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
         pending = rules.pending_calls(self.session.messages)
         if pending and self._answer_calls(pending) is False:
@@ -207,12 +248,22 @@ class Turn:
             self._repaired = True
             self.on_event(Notice(REPAIRED_NOTICE.format(repairs="; ".join(shown)), kind="warning"))
         messages, _ = limit_images(messages)
+        messages, shortened = limit_sizes(messages)
+        if shortened and not self._shortened:
+            self._shortened = True
+            self.on_event(
+                Notice(SHORTENED_NOTICE.format(n=shortened, s="" if shortened == 1 else "s"), kind="compacted")
+            )
         result = prune_to_fit(
             messages, self.options.compact_threshold, meter=self.meter if messages is self.session.messages else None
         )
         if result.changed and not self._compacted:
             self._compacted = True
-            self.on_event(Notice(COMPACTED_NOTICE.format(before=result.before, after=result.after), kind="compacted"))
+            if result.dropped_span is None and result.after == result.before:  # only reasoning went
+                text = REASONING_NOTICE.format(n=result.before, before=result.tokens_before, after=result.tokens_after)
+            else:
+                text = COMPACTED_NOTICE.format(before=result.before, after=result.after)
+            self.on_event(Notice(text, kind="compacted"))
         return result.messages
 
     def _call_model(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None]:
@@ -278,7 +329,7 @@ class Turn:
         Returns False when a call was left waiting for approval: the turn then stops there, and the
         call stays without a result until it is answered (after a resume, too).
         """
-        results: list[ToolResultPart] = []
+        results = self._step_results = []  # kept on the turn: an interrupt records what finished
         waiting = False
         for call in calls:
             if self.abort.is_set():
@@ -291,6 +342,7 @@ class Turn:
                 continue
             self.on_event(ToolStart(call))
             started = time.perf_counter()
+            self._running = (call, started)
             if verdict == DENY:
                 text = (
                     READ_ONLY_DENIAL
@@ -302,11 +354,14 @@ class Turn:
                 result = ToolResultPart(call.call_id, call.name, text, is_error=True)
             else:
                 result = self._run_tool(call)
+            self._running = None
             self.on_event(ToolEnd(call, result, time.perf_counter() - started))
             if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
                 self._told_headless = True  # once per turn: how to let such calls run here
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))
             results.append(result)
+        self._step_results = []
+        _cap_step(results)
         if results:
             self.session.append(Message("tool", list[Part](results)))
         return not waiting
@@ -330,12 +385,19 @@ class Turn:
 
         return self.options.runner(job) if self.options.runner else job()
 
-    def _settle_unanswered(self, text: str) -> None:
-        """Give every call of the last assistant message that has no result an ``Error:`` result."""
-        missing = rules.pending_calls(self.session.messages)
-        if missing:
-            self.session.append(
-                Message("tool", [ToolResultPart(c.call_id, c.name, text, is_error=True) for c in missing])
+
+def _cap_step(results: list[ToolResultPart]) -> None:
+    """One step's results share :data:`STEP_OUTPUT_CHARS` (200 parallel reads must not make one 4 MB
+    request): each result over its share is cut, with a note, before it is recorded."""
+    total = sum(len(r.output) for r in results)
+    if total <= STEP_OUTPUT_CHARS:
+        return
+    share = max(400, STEP_OUTPUT_CHARS // len(results))
+    for r in results:
+        if len(r.output) > share:
+            r.output = (
+                cut(r.output, share, tail=share // 4)
+                + f"\n[{len(results)} results this step: each was cut to {share:,}]"
             )
 
 

@@ -14,6 +14,7 @@ import signal
 import string
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,34 @@ def _user_texts(record: dict[str, Any]) -> list[str]:
     ]
 
 
+@dataclass
+class _KernelRun:
+    """One kernel's turns in a two-kernel trial: what it showed, its last footer, untrue footers seen."""
+
+    name: str
+    kernel: Any
+    shown: list[str] = field(default_factory=list)
+    footer: tuple[int, str] = (0, "")
+    untrue: int = 0
+    failure: BaseException | None = None
+
+
+def _drive(run: _KernelRun, store: SessionStore, trial: int, turns: int) -> None:
+    try:
+        run.kernel.run(SETUP)
+        for i in range(turns):
+            prompt = f"trial {trial} kernel {run.name} turn {i}"
+            out = run.kernel.run(f"%shiro --wait {prompt}")
+            run.shown.append(out)
+            found = FOOTER.findall(out)
+            assert found, out[-2000:]
+            run.footer = (int(found[-1][0]), found[-1][1])
+            saved = store.load_record(store.resolve(run.footer[1]))  # what the footer says is saved, now
+            run.untrue += len(saved["messages"]) < run.footer[0] or prompt not in _user_texts(saved)
+    except BaseException as exc:  # reported by the test's thread
+        run.failure = exc
+
+
 @pytest.mark.timeout(600)
 def test_two_kernels_on_one_notebook_lose_no_message_and_both_footers_are_true(fake_openai, tmp_path):
     from kernelutil import Kernel
@@ -387,66 +416,39 @@ def test_two_kernels_on_one_notebook_lose_no_message_and_both_footers_are_true(f
     started = time.perf_counter()
     for t in range(trials):
         home = tmp_path / f"home{t}"
-        notebook = tmp_path / f"shared{t}.ipynb"
         env = {
             "SHIRO_HOME": str(home),
             "OPENAI_API_KEY": KEY,
             "OPENAI_BASE_URL": fake_openai.base_url,
             "SHIRO_MODEL": "gpt-4o-mini",
-            "JPY_SESSION_NAME": str(notebook),
+            "JPY_SESSION_NAME": str(tmp_path / f"shared{t}.ipynb"),
         }
         seed = Kernel(env, cwd=str(tmp_path))  # an earlier kernel left a session for the notebook
         seed.run(SETUP)
         assert "Saved 4 messages" in seed.run(f"%shiro --wait seed of trial {t}")
         seed.close()
-        kernels = {"A": Kernel(env, cwd=str(tmp_path)), "B": Kernel(env, cwd=str(tmp_path))}
-        shown: dict[str, list[str]] = {name: [] for name in kernels}
-        footers: dict[str, tuple[int, str]] = {}
+        runs = [_KernelRun(name, Kernel(env, cwd=str(tmp_path))) for name in "AB"]
         store = SessionStore(home / "sessions")
-
-        failures: list[BaseException] = []
-
-        def drive(name: str) -> None:
-            try:
-                turns_of(name)
-            except BaseException as exc:  # reported by the test's thread below
-                failures.append(exc)
-
-        def turns_of(name: str) -> None:
-            nonlocal false_footers
-            kernel = kernels[name]
-            kernel.run(SETUP)
-            for i in range(turns):
-                out = kernel.run(f"%shiro --wait trial {t} kernel {name} turn {i}")
-                shown[name].append(out)
-                found = FOOTER.findall(out)
-                assert found, out[-2000:]
-                n, short = int(found[-1][0]), found[-1][1]
-                footers[name] = (n, short)
-                saved = store.load_record(store.resolve(short))  # what the footer says is saved, now
-                if len(saved["messages"]) < n or f"trial {t} kernel {name} turn {i}" not in _user_texts(saved):
-                    false_footers += 1
-
-        threads = [threading.Thread(target=drive, args=(name,)) for name in kernels]
+        threads = [threading.Thread(target=_drive, args=(run, store, t, turns)) for run in runs]
         for th in threads:
             th.start()
         for th in threads:
             th.join(300)
-        for kernel in kernels.values():
-            kernel.close()
-        if failures:
-            raise failures[0]
+        for run in runs:
+            run.kernel.close()
+            if run.failure is not None:
+                raise run.failure
         records = [json.loads(p.read_text()) for p in (home / "sessions").glob("*.json")]
         prompts = [text for r in records for text in _user_texts(r)]
-        expected = [f"seed of trial {t}"] + [
-            f"trial {t} kernel {name} turn {i}" for name in kernels for i in range(turns)
-        ]
+        expected = [f"seed of trial {t}"] + [f"trial {t} kernel {r.name} turn {i}" for r in runs for i in range(turns)]
         lost += sum(1 for p in expected if p not in prompts)
-        for name, (n, short) in footers.items():  # the last footer of each kernel: its record holds all of it
+        for run in runs:  # the last footer of each kernel: its record holds all of it
+            n, short = run.footer
+            assert n == 4 + 4 * turns  # the seed's turn and this kernel's own turns
             final = next(r for r in records if r["id"].startswith(short))
             lost += max(0, n - len(final["messages"]))
-            assert n == 4 + 4 * turns  # the seed's turn and this kernel's own turns
-        forks += sum("is open in another kernel" in "\n".join(out) for out in shown.values())
+            false_footers += run.untrue
+            forks += "is open in another kernel" in "\n".join(run.shown)
     assert lost == 0 and false_footers == 0
     assert forks == trials  # in every trial exactly one kernel took the session and the other a copy
     record(
@@ -456,4 +458,107 @@ def test_two_kernels_on_one_notebook_lose_no_message_and_both_footers_are_true(f
         f"2 kernels × {turns} turns each after a seed turn; {lost} messages lost, {false_footers} untrue footers; "
         f"the second kernel continued in a copy and said so in {forks} of {trials} trials; "
         f"{time.perf_counter() - started:.0f} s",
+    )
+
+
+# -- 8. secrets never leave the kernel ---------------------------------------------------------------
+SECRETS = {
+    "OPENAI_API_KEY": "sk-proj-LEAKCHECK0openai0key0A1b2C3d4E5f6G7h8",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYLEAKCHECKKEY",
+    "HF_TOKEN": "hf_LEAKCHECKhuggingfaceTOKEN0123456789ab",
+    "GITHUB_TOKEN": "ghp_LEAKCHECKgithubTOKEN0123456789abcdef",
+}
+# route -> the tool call that takes it (one call each, all in one step of one turn)
+ROUTES: dict[str, tuple[str, dict[str, Any]]] = {
+    "`env` via shell": ("shell", {"command": "env", "timeout_s": None}),
+    "`print(os.environ)` via python": ("python", {"code": "import os\nprint(os.environ)"}),
+    "read_file of a .env": ("read_file", {"path": ".env", "offset": None, "limit": None}),
+    "grep for `sk-`": ("grep", {"pattern": "sk-|hf_|ghp_|wJalr", "path": None, "glob": None}),
+    "inspect of a dict holding tokens": ("inspect", {"names": ["cfg"]}),
+    "python last-value repr": ("python", {"code": "{k: os.environ[k] for k in sorted(os.environ) if k in NAMES}"}),
+    "notebook output (notebook_read)": ("notebook_read", {}),
+}
+
+
+def _tool_args(tool: Any, args: dict[str, Any]) -> dict[str, Any]:
+    """``args`` restricted to what the tool takes now (optional arguments are nullable)."""
+    props = tool.parameters.get("properties", {})
+    return {k: v for k, v in args.items() if k in props} | {k: None for k in props if k not in args}
+
+
+@pytest.mark.timeout(300)
+def test_secrets_never_reach_the_model_the_record_or_the_notebook(fake_openai, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+    from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+    tools = all_tools()
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".env").write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()))
+    calls = [
+        Call(name, _tool_args(tools[name], args), call_id=f"call_{i}") for i, (name, args) in enumerate(ROUTES.values())
+    ]
+    fake_openai.enqueue(Reply(text="Looking.", tool_calls=calls), Reply(text="I found nothing to show."))
+    earlier = new_code_cell("# an earlier run printed the environment", execution_count=1)
+    earlier.outputs = [new_output("stream", name="stdout", text="".join(f"{k}={v}\n" for k, v in SECRETS.items()))]
+    nb = new_notebook(
+        cells=[
+            earlier,
+            new_code_cell("%load_ext shiro_kernel\n%config Shiro.approval = 'auto'"),
+            new_code_cell(
+                f"import os\nNAMES = {sorted(SECRETS)!r}\ncfg = {{'user': 'me', **{{k: os.environ[k] for k in NAMES}}}}"
+            ),
+            new_code_cell("%shiro --wait show me the credentials this project uses"),
+        ]
+    )
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = project / "creds.ipynb"
+    nbformat.write(nb, path)  # notebook_read reads this file: the earlier run's output holds every secret
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(project)}})
+    client.execute(
+        env={
+            **os.environ,
+            **SECRETS,
+            "OPENAI_BASE_URL": fake_openai.base_url,
+            "SHIRO_MODEL": "gpt-4o-mini",
+            "JPY_SESSION_NAME": str(path),
+        }
+    )
+    nbformat.write(nb, path)
+
+    home = Path(os.environ["SHIRO_HOME"])
+    records = [json.loads(p.read_text()) for p in (home / "sessions").glob("*.json")]
+    assert len(records) == 1
+    results = {
+        p["callId"]: p["output"] for m in records[0]["messages"] for p in m["parts"] if p["type"] == "tool_result"
+    }
+    sent = fake_openai.requests[-1].raw.decode()
+    home_bytes = b"".join(p.read_bytes() for p in home.rglob("*") if p.is_file())
+    notebook = path.read_text()
+    leaked = {"model": 0, "record": 0, "notebook": 0}
+    shown = 0
+    for i, route in enumerate(ROUTES):
+        output = results[f"call_{i}"]
+        assert not output.startswith("Error:"), (route, output[:300])
+        for name, value in SECRETS.items():
+            leaked["record"] += value in output
+            leaked["model"] += any(value in r.raw.decode() for r in fake_openai.requests)
+            shown += f"[redacted:{name}]" in output
+    for value in SECRETS.values():
+        leaked["record"] += value.encode() in home_bytes
+        leaked["notebook"] += value in notebook
+    assert "[redacted:OPENAI_API_KEY]" in sent
+    assert "OPENAI_API_KEY" not in results["call_0"]  # the shell's environment has no API key at all
+    # every route really carried every secret (so the test is not vacuous): shown redacted instead;
+    # the API key is missing from `env` (3 secrets there)
+    assert shown == len(ROUTES) * len(SECRETS) - 1
+    assert leaked == {"model": 0, "record": 0, "notebook": 0}
+    record(
+        "secrets in tool results: 4 secrets × 7 routes (env, print(os.environ), read_file .env, grep, inspect, "
+        "last-value repr, notebook output), real kernel via nbclient",
+        len(ROUTES) * len(SECRETS),
+        sum(leaked.values()),
+        f"leaked to the model 0, to the session record 0, to the .ipynb 0; the model saw `[redacted:NAME]` "
+        f"{shown} times (the API key is absent from the shell's environment)",
     )

@@ -258,6 +258,47 @@ def limit_images(messages: list[Message], keep: int = KEEP_IMAGES) -> tuple[list
     return out[::-1], dropped
 
 
+# -- sizes ----------------------------------------------------------------------------------------
+#: one tool call's arguments, and one tool result, at most on the wire (the session keeps them whole)
+WIRE_ARGUMENT_CHARS = 20_000
+WIRE_RESULT_CHARS = 30_000
+
+
+def limit_sizes(messages: list[Message]) -> tuple[list[Message], int]:
+    """The wire copy with every tool call's arguments and every tool result cut to their caps (a 5 MB
+    argument would otherwise ride along in every later request). Returns ``(messages, how many parts
+    were shortened)``; the same list when none was. Shortened arguments stay valid JSON."""
+    out: list[Message] | None = None
+    shortened = 0
+    for i, m in enumerate(messages):
+        parts: list[Part] | None = None
+        for j, p in enumerate(m.parts):
+            new: Part | None = None
+            if isinstance(p, ToolCallPart) and len(p.arguments) > WIRE_ARGUMENT_CHARS:
+                head = p.arguments[: WIRE_ARGUMENT_CHARS // 2]
+                note = (
+                    f"{head}… [{len(p.arguments) - len(head):,} more characters of these arguments are left out "
+                    "of this request; the call ran with them in full]"
+                )
+                new = replace(p, arguments=json.dumps({"_shortened": note}), meta=dict(p.meta))
+            elif isinstance(p, ToolResultPart) and len(p.output) > WIRE_RESULT_CHARS:
+                new = replace(
+                    p, output=cut(p.output, WIRE_RESULT_CHARS, tail=WIRE_RESULT_CHARS // 4), meta=dict(p.meta)
+                )
+            if new is not None:
+                if parts is None:
+                    parts = list(m.parts)
+                parts[j] = new
+                shortened += 1
+        if parts is not None:
+            if out is None:
+                out = list(messages[:i])
+            out.append(Message(m.role, parts))
+        elif out is not None:
+            out.append(m)
+    return (out if out is not None else messages), shortened
+
+
 # -- pruning --------------------------------------------------------------------------------------
 @dataclass
 class PruneResult:
@@ -463,6 +504,7 @@ __all__ = [
     "estimate_tokens",
     "keep_tail",
     "limit_images",
+    "limit_sizes",
     "message_chars",
     "meter_label",
     "part_chars",

@@ -1,16 +1,22 @@
 """Prepare the first turn off the main thread, right after ``%load_ext``, so that ``%load_ext`` stays cheap
 and the first ``%shiro`` costs about what a later one does. ``SHIRO_NO_WARMUP=1`` turns it off.
 
-In order, on one daemon thread:
+On one daemon thread, :data:`DELAY_S` after ``%load_ext`` (so that the cell that loads the extension
+ends before this competes with it for the interpreter), in order:
 
 1. ``import openai`` (~0.5 s);
 2. the SDK client for the environment's key and base URL (:func:`~shiro_kernel.provider.client.shared_client`):
-   building one creates an SSL context and a connection pool (~0.1 s, most of it reading the CA bundle),
-   and providers with the same key and base URL share it;
-3. the modules a turn needs (the agent, the turn loop, tools, stores, views: ~0.2 s).
+   building one creates an SSL context and a connection pool (~0.1 s, most of it reading the CA bundle);
+   providers with the same key and base URL share it;
+3. the modules a turn imports on first use (the agent, the turn loop, the tools, the stores, the views,
+   ``mistune`` for the Markdown of the answer, ``filelock`` for the stores: ~0.3 s).
 
-Each step is worth it alone and fails quietly (the first turn then does it, and reports a real problem in
-words). A turn issued while this runs waits only for what it needs that is still being imported.
+4. one Markdown rendering: ``mistune`` builds its parser on first use (~40 ms), and keeps no state
+   between calls.
+
+Nothing else: no state a turn could be using at the same moment. Each step fails
+quietly (the first turn then does it, and reports a real problem in words). A turn issued while this
+runs waits only for a module that is being imported at that moment, and does the rest itself.
 """
 
 from __future__ import annotations
@@ -18,10 +24,14 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import time
 
 thread: threading.Thread | None = None
 
-#: what a first turn imports, by the modules that pull it in (the blocking text view and the live one)
+#: seconds between ``%load_ext`` and the start of the warm-up
+DELAY_S = 0.1
+#: what a first turn imports, by the modules that pull it in (the blocking text view and the live one),
+#: and what those import only inside functions
 TURN_MODULES = (
     "shiro_kernel.provider.wire",
     "shiro_kernel.agent",
@@ -29,10 +39,14 @@ TURN_MODULES = (
     "shiro_kernel.commands",
     "shiro_kernel.ui.text_view",
     "shiro_kernel.ui.live",
+    "shiro_kernel.ui.session_text",
+    "filelock",
+    "mistune",
 )
 
 
 def _warm() -> None:
+    time.sleep(DELAY_S)
     try:
         import openai  # noqa: F401
     except Exception:  # a broken install is reported by the first turn, in words
@@ -52,6 +66,18 @@ def _warm() -> None:
             importlib.import_module(name)
         except Exception:  # imported (and reported) again by the turn that needs it
             pass
+    try:
+        from ..tools import all_tools
+
+        all_tools()  # imports each tool's module
+    except Exception:
+        pass
+    try:
+        from ..ui.render import md_to_html
+
+        md_to_html("*warm-up*")  # mistune builds its parser (~40 ms of regular expressions) on first use
+    except Exception:
+        pass
 
 
 def start() -> None:

@@ -72,8 +72,20 @@ class Row:
     corrupt: bool = False
 
     @classmethod
-    def broken(cls, session_id: str, st: os.stat_result) -> Row:
-        return cls(SessionInfo(session_id, "", "", "", 0, None, None), st.st_mtime_ns, st.st_size, True)
+    def broken(cls, session_id: str, st: os.stat_result, known: dict[str, str] | None = None) -> Row:
+        """The row of an unreadable record; ``known``: what :func:`~.records.salvage` could still read
+        (the notebook it belonged to, above all)."""
+        k = known or {}
+        info = SessionInfo(
+            session_id,
+            k.get("createdAt", ""),
+            k.get("updatedAt", ""),
+            k.get("title", ""),
+            0,
+            k.get("notebookPath"),
+            k.get("cwd"),
+        )
+        return cls(info, st.st_mtime_ns, st.st_size, True)
 
     def values(self) -> tuple[object, ...]:
         i = self.info
@@ -213,13 +225,14 @@ class SessionIndex:
         )
         return _info(rows[0]) if rows else None
 
-    def all_paths(self, column: str) -> list[str]:
-        """The distinct values of ``column`` (for path comparisons that SQL cannot do)."""
+    def all_paths(self, column: str, *, corrupt: bool = False) -> list[str]:
+        """The distinct values of ``column`` (for path comparisons that SQL cannot do), of readable
+        records (of unreadable ones with ``corrupt``)."""
         assert column in ("notebook_path", "cwd")
         return [
             str(r[0])
             for r in self._query(
-                f"SELECT DISTINCT {column} FROM sessions WHERE corrupt = 0 AND {column} IS NOT NULL", ()
+                f"SELECT DISTINCT {column} FROM sessions WHERE corrupt = ? AND {column} IS NOT NULL", (int(corrupt),)
             )
         ]
 
@@ -229,6 +242,18 @@ class SessionIndex:
             return None
         r = rows[0]
         return Row(_info(r[:7]), int(r[7]), int(r[8]), bool(r[9]))  # type: ignore[call-overload]
+
+    def corrupt_where(self, column: str, values: Iterable[str]) -> list[str]:
+        """Ids of unreadable records whose ``column`` (as salvaged) is one of ``values`` or unknown."""
+        assert column in ("notebook_path", "cwd")
+        wanted = list(dict.fromkeys(values))
+        marks = ", ".join("?" * len(wanted))
+        rows = self._query(
+            f"SELECT id FROM sessions WHERE corrupt = 1 AND ({column} IN ({marks}) OR "
+            "(notebook_path IS NULL AND cwd IS NULL)) ORDER BY id",
+            tuple(wanted),
+        )
+        return [str(r[0]) for r in rows]
 
     def with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
         """Readable ids starting with ``prefix`` (already lowercase), in order; a range scan of the key."""
@@ -294,12 +319,22 @@ class SessionIndex:
                         record = check_record(files.read_json(Path(entry.path)))
                         row = row_for(sid, record, st)
                     except (CorruptFile, ValueError, TypeError):
-                        row = Row.broken(sid, st)
+                        row = Row.broken(sid, st, _salvage(Path(entry.path)))
                     db.execute(_UPSERT, row.values())
                 gone = [(sid,) for sid in known if sid not in seen]
                 db.executemany("DELETE FROM sessions WHERE id = ?", gone)
                 self._stamp(db)
         return read
+
+
+def _salvage(path: Path) -> dict[str, str]:
+    from .records import salvage
+
+    try:
+        with open(path, "rb") as fh:
+            return salvage(fh.read(65536).decode("utf-8", "replace"))
+    except OSError:
+        return {}
 
 
 def record_id(name: str) -> str | None:

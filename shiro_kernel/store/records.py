@@ -11,7 +11,9 @@ Pure functions, no files: :mod:`shiro_kernel.store.sessions` writes and reads th
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -70,6 +72,27 @@ def check_record(record: Any) -> dict[str, Any]:
     return record
 
 
+_SCALAR = re.compile(r'"(createdAt|updatedAt|cwd|notebookPath|title)"\s*:\s*("(?:[^"\\\n]|\\.)*")')
+
+
+def salvage(text: str) -> dict[str, str]:
+    """The top-level string fields that can still be read from a record cut short or otherwise broken
+    (``notebookPath``, ``cwd``, ``createdAt``, ``updatedAt``, ``title``: they come before the messages),
+    so an unreadable record can still be told to the notebook it belonged to."""
+    found: dict[str, str] = {}
+    for match in _SCALAR.finditer(text[:65536]):
+        key = match.group(1)
+        if key in found:
+            continue
+        try:
+            value = json.loads(match.group(2))
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            found[key] = value
+    return found
+
+
 def session_from_record(record: dict[str, Any]) -> Session:
     """A Session with the record's messages, totals and task list (the model and agent variant are not
     restored: they come from the current config). Raises ValueError for a malformed record."""
@@ -94,4 +117,12 @@ def session_from_record(record: dict[str, Any]) -> Session:
     return session
 
 
-__all__ = ["PROVIDER", "TITLE_LIMIT", "check_record", "session_from_record", "session_to_record", "title_of"]
+__all__ = [
+    "PROVIDER",
+    "TITLE_LIMIT",
+    "check_record",
+    "salvage",
+    "session_from_record",
+    "session_to_record",
+    "title_of",
+]

@@ -204,11 +204,15 @@ class SessionStore:
         return Taken(copy, lease if isinstance(lease, Lease) else None, session_id, got.holder)
 
     def set_aside(self, session_id: str) -> Path | None:
-        """Move an unreadable record aside (``.corrupt-<time>``) and drop its row; where it went."""
+        """Move an unreadable record aside (``.corrupt-<time>``) and drop its row; where it went (None
+        when it is gone already or the home is read-only: then it stays, and stays unlisted)."""
         path = self.path_for(session_id)
-        with files.locked(self.root / ".save"):
-            moved = files.quarantine(path) if path.exists() else None
-            self.index.drop(session_id)
+        try:
+            with files.locked(self.root / ".save"):
+                moved = files.quarantine(path) if path.exists() else None
+                self.index.drop(session_id)
+        except (StoreError, OSError):
+            return None
         return moved
 
     # -- listing -----------------------------------------------------------------------------------
@@ -235,6 +239,33 @@ class SessionStore:
         # the same path may have been recorded spelled differently (relative, `..`): compare normalised
         spellings = [want_s, *(p for p in self.index.all_paths(column) if p != want_s and _same_path(p, want_s))]
         return self.index.latest_where(column, spellings)
+
+    def unreadable_for_notebook(
+        self, notebook_path: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None = None
+    ) -> list[CorruptFile]:
+        """The records of this notebook (as far as a broken record still tells; those that tell nothing
+        too) that cannot be read: what the automatic resume sets aside and reports rather than skip."""
+        if not self.root.is_dir():
+            return []
+        column, want = (
+            ("notebook_path", notebook_path)
+            if notebook_path is not None
+            else ("cwd", cwd if cwd is not None else os.getcwd())
+        )
+        want_s = os.fspath(want)
+        problems: list[CorruptFile] = []
+        for sid in self.index.corrupt_where(column, [want_s, *self.index.all_paths(column, corrupt=True)]):
+            known = self.index.get(sid)
+            spelled = getattr(known.info, column) if known is not None else None
+            if spelled is not None and not _same_path(spelled, want_s):
+                continue
+            try:
+                self.load_record(sid)
+            except CorruptFile as exc:
+                problems.append(exc)
+            except RequestError:
+                continue  # gone meanwhile
+        return problems
 
     def resolve(self, prefix: str) -> str:
         """The full id for an exact id or a unique prefix. Raises :class:`RequestError` when nothing

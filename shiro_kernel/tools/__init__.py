@@ -63,8 +63,13 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
 
     def result(output: str, is_error: bool = False) -> ToolResultPart:
+        from ..redact import redact  # secrets never leave the kernel: redacted before anything else sees it
+
         return ToolResultPart(
-            call.call_id, call.name, cut(output, MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4), is_error=is_error
+            call.call_id,
+            call.name,
+            cut(redact(output), MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4),
+            is_error=is_error,
         )
 
     tool = tools.get(call.name)

@@ -6,10 +6,14 @@ already loaded (``sys.modules``), so inspecting is cheap and has no side effects
 
 from __future__ import annotations
 
+import collections
+import reprlib
 import sys
 import types
+from itertools import islice
 from typing import Any
 
+from ..redact import redact
 from ..text import cut
 from .base import Tool, ToolContext, ToolError, schema
 
@@ -21,6 +25,8 @@ MAX_VARIABLES = 60
 MAX_COLUMNS = 40
 HEAD_CHARS = 2_000
 
+#: strings up to this long are redacted before a repr cuts them (longer ones: the pieces kept are)
+REDACT_CHARS = 1_000_000
 #: IPython's own names in the user namespace (besides ``_*`` names and ``user_ns_hidden``).
 _IPYTHON_NAMES = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
 _SKIPPED_TYPES = (
@@ -37,11 +43,127 @@ def _cut(text: str, limit: int = REPR_CHARS) -> str:
     return cut(text.strip("\n"), limit)
 
 
-def _safe_repr(obj: Any) -> str:
+_CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
+_TEXTS = (str, bytes, bytearray)
+_BUILTINS = _CONTAINERS + _TEXTS
+
+
+class _Bounded(reprlib.Repr):
+    """``reprlib`` with a total budget: strings and bytes keep their head and tail, containers their first
+    items (in their own order: a dict or set is never sorted), and once ``limit`` characters of leaves
+    are out every further item is ``...``. Subclasses of those builtins (an ``OrderedDict``, a ``str``
+    subclass) are shown the same way under their class name instead of calling their own full ``repr``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.used = 0
+        self.fill = "..."
+        self.maxlevel = 3
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = self.maxdeque = 20
+        self.maxstring = self.maxother = max(20, limit)
+        self.maxlong = 100
+
+    def repr1(self, x: Any, level: int) -> str:
+        if self.used > self.limit:
+            return self.fill
+        kind = type(x)
+        if kind not in _BUILTINS and isinstance(x, _BUILTINS):
+            base = next(b for b in _BUILTINS if isinstance(x, b))
+            text = f"{kind.__name__}({getattr(self, f'repr_{base.__name__}')(x, level)})"
+        else:
+            text = super().repr1(x, level)
+        if not isinstance(x, _CONTAINERS):
+            self.used += len(text)
+        return text
+
+    def _head_tail(self, x: Any, level: int) -> str:
+        # the value itself gets the whole budget (less room for the note); an item inside a container a share
+        share = self.limit - 40 if level >= self.maxlevel else self.limit // 8
+        room = max(20, min(share, self.limit - self.used - 40))
+        if len(x) <= room:
+            return repr(x[0 : len(x)])
+        half = max(1, (room - len(self.fill)) // 2)
+        return f"{x[:half]!r}{self.fill}{x[len(x) - half :]!r} ({len(x):,} in all)"
+
+    def repr_str(self, x: Any, level: int) -> str:
+        text = str(x)
+        if len(text) <= REDACT_CHARS:  # a secret is replaced whole before the head and tail are cut
+            text = redact(text)
+        return self._head_tail(text, level)
+
+    def repr_bytes(self, x: Any, level: int) -> str:
+        return self._head_tail(x if type(x) is bytes else _Slice(x), level)
+
+    def repr_bytearray(self, x: Any, level: int) -> str:
+        return f"bytearray({self.repr_bytes(x, level)})"
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        try:
+            text = repr(x)  # any other object: its own repr (pandas and numpy bound theirs)
+        except Exception as exc:
+            return f"<repr failed: {type(exc).__name__}: {exc}>"
+        if len(text) <= self.maxother:
+            return text
+        half = max(10, (self.maxother - 40) // 2)
+        return f"{text[:half]}{self.fill}{text[-half:]} ({len(text):,} characters in all)"
+
+    def repr_dict(self, x: Any, level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{" + self.fill + "}"
+        pieces = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}" for k, v in islice(x.items(), self.maxdict)]
+        if len(x) > self.maxdict:
+            pieces.append(f"{self.fill} ({len(x):,} items in all)")
+        return "{" + ", ".join(pieces) + "}"
+
+    def _unsorted(self, x: Any, level: int, name: str) -> str:
+        if not x:
+            return f"{name}()"
+        if level <= 0:
+            return "{" + self.fill + "}"
+        pieces = [self.repr1(item, level - 1) for item in islice(x, self.maxset)]
+        if len(x) > self.maxset:
+            pieces.append(f"{self.fill} ({len(x):,} items in all)")
+        body = "{" + ", ".join(pieces) + "}"
+        return body if name == "set" else f"{name}({body})"
+
+    def repr_set(self, x: Any, level: int) -> str:
+        return self._unsorted(x, level, "set")
+
+    def repr_frozenset(self, x: Any, level: int) -> str:
+        return self._unsorted(x, level, "frozenset")
+
+
+class _Slice:
+    """Bytes-like without a copy of the whole: ``len`` and slicing into ``bytes`` (slices of a 200 MB
+    ``bytearray`` or ``bytes`` subclass stay small)."""
+
+    def __init__(self, data: Any) -> None:
+        self._data = memoryview(data).cast("B")
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __getitem__(self, part: slice) -> bytes:
+        return bytes(self._data[part])
+
+
+def bounded_repr(value: Any, limit: int = REPR_CHARS) -> str:
+    """A repr of ``value`` of about ``limit`` characters at most, built without ever making the full
+    one for builtin strings, bytes and containers (a 200 MB ``bytes`` costs ``limit`` characters, not
+    800 MB). Other objects use their own ``repr`` (pandas and numpy bound theirs); a failing ``repr``
+    is reported, not raised. The result is cut to ``limit`` with a note."""
     try:
-        return repr(obj)
+        text = _Bounded(limit).repr(value)
     except Exception as exc:
-        return f"<repr failed: {type(exc).__name__}: {exc}>"
+        text = f"<repr failed: {type(exc).__name__}: {exc}>"
+    return _cut(text, limit)
+
+
+def _safe_repr(obj: Any) -> str:
+    return bounded_repr(obj, REPR_CHARS)
 
 
 def _type_name(obj: Any) -> str:

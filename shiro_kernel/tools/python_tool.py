@@ -294,6 +294,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
     log: HeadTail[str] = HeadTail("", OUTPUT_HEAD_CHARS, OUTPUT_TAIL_CHARS)
     capture = Capture(log)
     figures_before = open_figures()
+    interrupted: KeyboardInterrupt | None = None
     error = ""
     value_text = ""
     saved_out, saved_err = sys.stdout, sys.stderr
@@ -320,8 +321,8 @@ def run_python(shell: Any, code: str) -> ToolOutput:
                         value = eval(last, shell.user_global_ns, shell.user_ns)
                         if value is not None and not _quiet(source):
                             value_text = _show_value(shell, value, capture)
-            except KeyboardInterrupt:
-                raise
+            except KeyboardInterrupt as exc:
+                interrupted = exc  # re-raised below, once the streams are back, with the output so far
             except BaseException as exc:  # SystemExit too: the user's code failing is a result
                 error = _format_exception(exc)
             finally:
@@ -332,6 +333,10 @@ def run_python(shell: Any, code: str) -> ToolOutput:
         shell.display_pub = saved_pub
         fd_text = fds.read(OUTPUT_HEAD_CHARS)
 
+    if interrupted is not None:
+        partial = "\n".join(p.rstrip("\n") for p in (joined(log), fd_text) if p.strip())
+        interrupted.partial = cut(partial, OUTPUT_HEAD_CHARS)  # type: ignore[attr-defined]
+        raise interrupted
     parts = [joined(log), fd_text, value_text, error, capture.note_text()]
     text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip())
     return ToolOutput(text or "(no output)", images=capture.images, displays=capture.bundles)

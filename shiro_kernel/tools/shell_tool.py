@@ -16,6 +16,7 @@ import threading
 import time
 from typing import Any
 
+from ..redact import subprocess_env
 from ..text import HeadTail
 from .base import Tool, ToolContext, ToolError, schema
 
@@ -79,7 +80,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 def run_command(command: str, cwd: str, timeout_s: float) -> str:
     bash = shutil.which("bash") or "/bin/sh"
-    env = dict(os.environ, PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
+    # the command never sees the model's API key (other variables stay: the user's tools may need them,
+    # and tool results are redacted anyway)
+    env = dict(subprocess_env(), PAGER="cat", GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0")
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -105,8 +108,10 @@ def run_command(command: str, cwd: str, timeout_s: float) -> str:
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc)
-    except KeyboardInterrupt:  # the user stopped the turn: stop the command too
+    except KeyboardInterrupt as exc:  # the user stopped the turn: stop the command too, keep what it printed
         _kill_group(proc)
+        collector.thread.join(DRAIN_S)
+        exc.partial = collector.text()  # type: ignore[attr-defined]
         raise
     collector.thread.join(DRAIN_S)
     elapsed = time.monotonic() - started

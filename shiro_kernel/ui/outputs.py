@@ -61,8 +61,11 @@ def describe(output: dict[str, Any]) -> str:
     for mime in _IMAGES:
         if mime in data:
             size = meta.get(mime)
-            dims = (f" {size['width']}×{size['height']}"
-                    if isinstance(size, dict) and "width" in size and "height" in size else "")
+            dims = (
+                f" {size['width']}×{size['height']}"
+                if isinstance(size, dict) and "width" in size and "height" in size
+                else ""
+            )
             what = plain if isinstance(plain, str) and plain.startswith("<Figure") else mime
             return f"[{what}{dims}]"
     for mime, name in _JSON_VIEWS.items():

@@ -37,6 +37,7 @@ class ToolRow:
     seconds: float | None = None
     output: str = ""
     code: str = ""  # the arguments in full (the code, the command), line breaks kept
+    started: float | None = None  # time.monotonic() when the call started (the live row's elapsed time)
     outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
 
 
@@ -60,7 +61,13 @@ class TurnLog:
         if isinstance(event, ToolStart):
             call = event.call
             self.entries.append(
-                ToolRow(call.call_id, call.name, short_args(call.arguments), code=full_args(call.arguments))
+                ToolRow(
+                    call.call_id,
+                    call.name,
+                    short_args(call.arguments),
+                    code=full_args(call.arguments),
+                    started=time.monotonic(),
+                )
             )
             return True
         if isinstance(event, ToolEnd):
@@ -134,6 +141,8 @@ def _row_line(row: ToolRow, markdown: bool) -> str:
     bits = [row.status if row.status != "ok" else "ok"]
     if row.seconds is not None:
         bits.append(_duration(row.seconds))
+    elif row.status == "running" and row.started is not None:
+        bits.append(f"{time.monotonic() - row.started:.0f} s")
     if markdown:
         args = row.args.replace("`", "'")
         return (

@@ -5,10 +5,14 @@ updated (throttled) while the turn streams and ends as the static bundle — Mar
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..context.prune import estimate_tokens, percent
+from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
 from ..store.ids import short_id
 from .render import (
@@ -102,17 +106,48 @@ def final_bundle(agent: Agent, log: TurnLog) -> dict[str, Any]:
     return view.bundle(final=True)
 
 
-def run_blocking(agent: Agent, prompt: str, options: dict[str, Any], *, live: bool) -> TurnEnd:
-    """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming)."""
+#: the wall-clock limit of a headless turn when ``Shiro.turn_timeout_s`` is not set
+HEADLESS_TURN_LIMIT_S = 900.0
+
+
+@contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`~shiro_kernel.errors.TurnTimeout` on this (the main) thread after ``seconds``: the
+    turn stops as on a kernel interrupt, keeping what finished. No limit for None, or off the main thread."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expired(signum: int, frame: Any) -> None:
+        raise TurnTimeout(
+            f"the turn ran past its time limit of {seconds:g} s and was stopped; what finished is kept "
+            "(raise it with %config Shiro.turn_timeout_s = ...)"
+        )
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_blocking(
+    agent: Agent, prompt: str, options: dict[str, Any], *, live: bool, limit_s: float | None = None
+) -> TurnEnd:
+    """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming), stopped
+    after ``limit_s`` seconds."""
     view = TextView(live=live, details=lambda: turn_details(agent))
-    return agent.ask(
-        prompt,
-        on_event=view,
-        model=options.get("model"),
-        agent=options.get("agent"),
-        memory=options.get("memory"),
-        headless=True,
-    )
+    with time_limit(limit_s):
+        return agent.ask(
+            prompt,
+            on_event=view,
+            model=options.get("model"),
+            agent=options.get("agent"),
+            memory=options.get("memory"),
+            headless=True,
+        )
 
 
 __all__ = ["TextView", "context_percent", "final_bundle", "run_blocking", "turn_details"]

@@ -27,6 +27,8 @@ from .outputs import TURN_OUTPUT_BYTES, within_budget
 from .render import Throttle, ToolRow, TurnLog, entry_html
 
 UPDATES_PER_SECOND = 30
+#: the busy line shows the elapsed time from this many seconds on
+BUSY_SECONDS_FROM = 10
 QUEUE_CUT = 70
 
 _COLOURS = {"normal": "#666", "amber": "#b8860b", "red": "#c0392b"}
@@ -93,6 +95,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         self._rows: list[Any] = []  # one HTML widget per log entry
         self._outputs: dict[int, Any] = {}  # entry index -> the Output widget with that call's displays
         self._output_budget = TURN_OUTPUT_BYTES
+        self._ticking = False
         self.started_at = time.monotonic()
         self.status = W.HTML("<em>queued</em>")
         self.entries = W.VBox([])
@@ -200,7 +203,21 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
 
     def running(self) -> None:
         self.started_at = time.monotonic()
-        self.status.value = "<em>working… Stop or interrupt the kernel to abort</em>"
+        self._ticking = True
+        self.tick()
+
+    def tick(self) -> None:
+        """Once a second while the turn runs: the busy line's elapsed time (from 10 s, as the seed's
+        ``working 12s…``) and the running tool row's own elapsed time."""
+        if not self._ticking:
+            return
+        elapsed = time.monotonic() - self.started_at
+        busy = f"working {elapsed:.0f}s…" if elapsed >= BUSY_SECONDS_FROM else "working…"
+        self.status.value = f"<em>{busy} Stop or interrupt the kernel to abort</em>"
+        if any(r.status == "running" for r in self.tool_rows):
+            self.flush()
+        if self._call_later is not None:
+            self._call_later(1.0, self.tick)
 
     def queued(self, position: int) -> None:
         self.status.value = f"<em>queued (position {position})</em>"
@@ -223,6 +240,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         self.stop_button.layout.display = "none"
 
     def finish(self) -> None:
+        self._ticking = False
         self.flush()
         self.clear_approval()
         end = self.turn_log.end
