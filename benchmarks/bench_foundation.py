@@ -4,8 +4,13 @@
 
 1. ``%load_ext shiro_kernel`` against a bare IPython start, in fresh processes, with proof that
    ``openai`` is not imported by loading (the warm-up thread is off for this measurement).
-2. A one-step turn against a raw ``openai`` call to the same fake server (non-streaming and streaming).
-3. Per-step overhead (our turn minus the raw call with the same history) at 10 and 2,000 messages.
+2. A one-step turn against the ``openai`` SDK posting the same body to the same fake server without typed
+   parsing (``client.post(..., cast_to=object)``, streamed events as dicts) — the floor for any client of the
+   SDK — and against the SDK's typed call (``client.responses.create(input=...)``), non-streaming and
+   streaming.
+3. Per-step overhead at 10 and 2,000 messages: our streamed step against the untyped post of the same
+   history, as a difference and as a ratio; the goal (issue 15) is that the ratio at 2,000 messages stays
+   within 1.5 times the ratio at 10.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -25,7 +31,6 @@ os.environ.setdefault("IPYTHONDIR", tempfile.mkdtemp())
 
 from fakeopenai import FakeOpenAI, Reply
 
-from shiro_kernel.provider import wire
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext, all_tools
@@ -85,7 +90,6 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
     os.environ["OPENAI_API_KEY"] = "sk-bench"
     client = openai.OpenAI(api_key="sk-bench", base_url=fake.base_url, max_retries=0)
     tools = all_tools()
-    specs = [t.spec() for t in tools.values()]
     rows = []
     for stream in (False, True):
         fake.default_reply = Reply(text="The mean is 2.0, computed from three rows.")
@@ -104,48 +108,75 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
                 TurnOptions(approval="auto"),
             ).run("what is the mean?")
 
-        def raw(messages: list[Message], typed: bool = True) -> None:
-            """The plain SDK call with the same history: typed (``input=``, as most code calls it) or
-            with the body as ``extra_body`` (what the provider does, skipping the SDK's transform)."""
-            items = wire.responses_input([*messages, Message.user("what is the mean?")], store=True)
-            body = dict(input=items, instructions="You are a test.", tools=wire.responses_tools(specs), store=True)
-            kwargs = dict(model="gpt-4o-mini", **body) if typed else dict(model="gpt-4o-mini", extra_body=body)
-            if stream:
-                for _ in client.responses.create(stream=True, **kwargs):
+        def sent(messages: list[Message]) -> dict[str, Any]:
+            """The body our turn posts for this history (taken from the fake server's record): the SDK calls
+            below post exactly it, pruning and all."""
+            ours(messages)
+            return dict(fake.requests[-1].body)
+
+        def raw(body: dict[str, Any], typed: bool = False) -> None:
+            """The SDK posting ``body``: without typed parsing (the floor), or typed (``input=``, as most code
+            calls it)."""
+            if typed:
+                fields = {k: v for k, v in body.items() if k != "stream"}
+                if stream:
+                    for _ in client.responses.create(stream=True, **fields):
+                        pass
+                else:
+                    client.responses.create(**fields)
+            elif stream:
+                events = client.post(
+                    "/responses", body=body, cast_to=object, stream=True, stream_cls=openai.Stream[object]
+                )
+                for _ in events:
                     pass
             else:
-                client.responses.create(**kwargs)
+                client.post("/responses", body=body, cast_to=object)
 
         label = "streaming" if stream else "non-streaming"
+        body = sent([])
         for _warm in range(3):  # connections, imports, caches
             ours([])
-            raw([])
-        t_ours, t_raw = median_time(lambda: ours([]), repeat), median_time(lambda: raw([]), repeat)
+            raw(body)
+            raw(body, typed=True)
+        t_ours, t_raw = median_time(lambda: ours([]), repeat), median_time(lambda: raw(body), repeat)
+        t_typed = median_time(lambda: raw(body, typed=True), repeat)
         rows.append(
             (
-                f"one-step turn vs raw openai call ({label})",
+                f"one-step turn vs the untyped SDK post of the same body ({label})",
                 f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{t_ours / t_raw:.2f})",
             )
         )
+        rows.append((f"the typed SDK call, same body ({label})", f"{t_typed * 1000:.2f} ms"))
         if stream:
+            ratios = {}
             for n in (10, 2000):
                 msgs = history(n)
+                body = sent(msgs)
                 k = max(5, repeat // 3)
                 t_o = median_time(lambda: ours(msgs), k)
-                t_b = median_time(lambda: raw(msgs, typed=False), k)
-                t_t = median_time(lambda: raw(msgs), 3 if n > 100 else k)
+                t_b = median_time(lambda: raw(body), k)
+                t_t = median_time(lambda: raw(body, typed=True), 3 if n > 100 else k)
+                ratios[n] = t_o / t_b
                 rows.append(
                     (
-                        f"step with {len(msgs):,} messages: ours vs raw body call (our overhead)",
-                        f"{t_o * 1000:.1f} ms vs {t_b * 1000:.1f} ms ({(t_o - t_b) * 1000:+.2f} ms)",
+                        f"step with {len(msgs):,} messages ({len(body['input']):,} sent): ours vs the untyped post",
+                        f"{t_o * 1000:.1f} ms vs {t_b * 1000:.1f} ms ({(t_o - t_b) * 1000:+.2f} ms, x{t_o / t_b:.2f})",
                     )
                 )
                 rows.append(
                     (
-                        f"step with {len(msgs):,} messages: raw typed SDK call",
+                        f"step with {len(msgs):,} messages: the typed SDK call, same body",
                         f"{t_t * 1000:.1f} ms (x{t_t / t_o:.1f} of ours)",
                     )
                 )
+            growth = ratios[2000] / ratios[10]
+            rows.append(
+                (
+                    "per-step overhead, 2,000 vs 10 messages (ratio to the untyped post)",
+                    f"x{growth:.2f} (goal <= x1.5: {'met' if growth <= 1.5 else 'NOT met'})",
+                )
+            )
     return rows
 
 

@@ -562,3 +562,253 @@ def test_secrets_never_reach_the_model_the_record_or_the_notebook(fake_openai, t
         f"leaked to the model 0, to the session record 0, to the .ipynb 0; the model saw `[redacted:NAME]` "
         f"{shown} times (the API key is absent from the shell's environment)",
     )
+
+
+# -- 9. the footer tells the truth about saving --------------------------------------------------------
+def _turn(shell: Any, capsys: Any, prompt: str) -> str:
+    shell.run_cell('%config Shiro.approval = "auto"')
+    result = shell.run_cell(f"%shiro --wait {prompt}")
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, result.error_in_exec
+    return out.out + out.err
+
+
+def _saved_claims(out: str) -> list[tuple[int, str]]:
+    return [(int(n), short) for n, short in FOOTER.findall(out)]
+
+
+def _on_disk(home: Path, short: str) -> int:
+    """How many messages the record the footer names holds now (0 when there is none)."""
+    for p in (home / "sessions").glob(f"{short}*.json"):
+        return len(json.loads(p.read_text())["messages"])
+    return 0
+
+
+@pytest.mark.parametrize("case", ["read-only SHIRO_HOME", "SHIRO_HOME/sessions is a file"])
+def test_an_unwritable_home_is_one_warning_the_turn_runs_and_no_footer_says_saved(
+    shiro_shell, fake_openai, capsys, tmp_path, monkeypatch, case
+):
+    from fsutil import read_only
+
+    fake_openai.default_reply = _model
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("SHIRO_HOME", str(home))
+    if case.endswith("is a file"):
+        (home / "sessions").write_text("not a folder\n")
+    turns, answered, warnings, false_saved, tracebacks = 3, 0, 0, 0, 0
+    outs = []
+    with read_only(home) if case.startswith("read-only") else _nothing():
+        for i in range(turns):
+            out = _turn(shiro_shell, capsys, f"turn {i}")
+            outs.append(out)
+            answered += "done" in out
+            warnings += out.count("could not save the session")
+            false_saved += len(_saved_claims(out))
+            tracebacks += "Traceback" in out
+    assert answered == turns and warnings == turns and false_saved == 0 and tracebacks == 0, outs[-1]
+    last = outs[-1]
+    assert "Not saved:" in last and "point SHIRO_HOME at a writable folder" in last
+    record(
+        f"{case}: 3 turns",
+        turns,
+        false_saved,
+        f"{answered}/{turns} turns answered; 1 save warning per turn (what failed, where, what to do); "
+        f'footer "Not saved: …" every time, 0 false "Saved"; 0 tracebacks',
+    )
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _mount_tmpfs(folder: Path, size: str) -> bool:
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return (
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True
+        ).returncode
+        == 0
+    )
+
+
+def _big_model(request: Any) -> Reply:
+    """Each turn's tool result is ~24 KB, so the record grows by that much a turn."""
+    items = request.body.get("input") or request.body.get("messages") or []
+    last = items[-1] if isinstance(items, list) and items else {}
+    if isinstance(last, dict) and (last.get("type") == "function_call_output" or last.get("role") == "tool"):
+        return Reply(text="done")
+    return Reply(
+        tool_calls=[Call("python", {"code": "import random\nprint(''.join(random.choices('abcdef', k=24000)))"})]
+    )
+
+
+@pytest.mark.timeout(300)
+def test_a_full_disk_never_gets_a_false_saved_and_nothing_is_lost_once_there_is_room(
+    shiro_shell, fake_openai, capsys, tmp_path, monkeypatch
+):
+    import subprocess
+
+    home = tmp_path / "small"
+    if not _mount_tmpfs(home, "1m"):
+        pytest.skip("cannot mount a tmpfs here (needs root); the disk-full case is not simulated")
+    try:
+        fake_openai.default_reply = _big_model
+        monkeypatch.setenv("SHIRO_HOME", str(home))
+        filler = home / "filler"
+        free = os.statvfs(home).f_bavail * os.statvfs(home).f_frsize
+        filler.write_bytes(b"\0" * (free - 160_000))  # ~160 KB left: a few turns fit, then the disk is full
+        turns, false_saved, failed_turns, answered = 8, 0, 0, 0
+        for i in range(turns):
+            out = _turn(shiro_shell, capsys, f"turn {i}")
+            answered += "done" in out
+            for n, short in _saved_claims(out):
+                false_saved += _on_disk(home, short) < n  # "Saved n" while the record holds fewer
+            if "could not save the session" in out:
+                failed_turns += 1
+                assert "No space left on device" in out and "Not saved:" in out
+                assert out.count("could not save the session") == 1
+        assert failed_turns >= 3 and false_saved == 0 and answered == turns
+        filler.unlink()  # room again: the next turn saves everything the kernel kept
+        out = _turn(shiro_shell, capsys, "after freeing space")
+        ((n, short),) = _saved_claims(out)
+        lost = 4 * (turns + 1) - _on_disk(home, short)
+        assert n == 4 * (turns + 1) and lost == 0
+    finally:
+        subprocess.run(["umount", "-l", str(home)], check=False)
+    record(
+        "disk full (a real 1 MB tmpfs, ~160 KB free), 8 turns of ~24 KB each",
+        turns,
+        lost,
+        f'{failed_turns} turns could not save: 1 warning each (No space left on device), footer "Not saved"; '
+        f'{false_saved} false "Saved"; all {turns} turns answered; after freeing space the next turn saved all '
+        f"{n} messages",
+    )
+
+
+def test_a_record_cut_short_is_set_aside_and_the_cell_says_so(shiro_shell, fake_openai, capsys, tmp_path):
+    from shiro_kernel.store.ids import short_id
+
+    home = Path(os.environ["SHIRO_HOME"])
+    store = SessionStore(home / "sessions")
+    cases = 0
+    for style in ("in place", "by rename"):
+        nb = str(tmp_path / f"cut {style}.ipynb")
+        shiro_shell.user_ns["__session__"] = nb
+        older = Session(notebook_path=nb, messages=[Message.user(f"older {style}")])
+        store.save(older, model="m")
+        newest = Session(
+            notebook_path=nb, messages=[Message.user(f"newest {style}"), Message("assistant", [TextPart("x" * 500)])]
+        )
+        store.save(newest, model="m")
+        path = store.path_for(newest.id)
+        text = path.read_text()
+        if style == "in place":
+            with open(path, "r+") as fh:
+                fh.truncate(len(text) // 2)
+        else:
+            tmp = path.with_name(".cut.tmp")
+            tmp.write_text(text[: len(text) // 2])
+            os.replace(tmp, path)
+        shiro_shell.run_cell("%unload_ext shiro_kernel")
+        shiro_shell.run_cell("%load_ext shiro_kernel")  # a new kernel for this notebook
+        capsys.readouterr()
+        out = _turn(shiro_shell, capsys, "where were we?")
+        assert f"session {short_id(newest.id)} could not be read" in out and ".corrupt-" in out, out
+        assert f"resumed {short_id(older.id)}" in out, out  # the newest readable one is resumed instead
+        assert list(path.parent.glob(f"{path.name}.corrupt-*")) and not path.exists()
+        shiro_shell.run_cell("%shiro /sessions")
+        listed = capsys.readouterr().out
+        assert short_id(newest.id) not in listed and short_id(older.id) in listed
+        cases += 1
+    record(
+        "a session record cut short mid-JSON (in place, and renamed over)",
+        cases,
+        0,
+        "set aside as `.corrupt-<time>`, dropped from the index and `/sessions`, the cell says which and where; "
+        "the newest readable session is resumed",
+    )
+
+
+def test_two_sessions_started_in_the_same_minute_resolve_uniquely_from_the_footer(shiro_shell, fake_openai, capsys):
+    fake_openai.default_reply = _model
+    home = Path(os.environ["SHIRO_HOME"])
+    trials, ambiguous = 20, 0
+    shown: list[str] = []
+    for i in range(trials):
+        out = _turn(shiro_shell, capsys, f"--new session {i}")
+        ((_, short),) = _saved_claims(out)
+        shown.append(short)
+    store = SessionStore(home / "sessions")
+    ids = [store.resolve(short) for short in shown]  # raises Ambiguous if one is not unique
+    assert len(set(ids)) == trials and all(i.startswith(s) for i, s in zip(ids, shown, strict=True))
+    assert len({s[:8] for s in shown}) < trials  # they did share the timestamp's first 8 digits
+    record(
+        f"{trials} sessions started within the same minute",
+        trials,
+        ambiguous,
+        f"every footer's `%shiro -r <id>` ({len(shown[0])} characters) resolves to its own session",
+    )
+
+
+# -- 10. bounded memory: inspect never builds an unbounded string --------------------------------------
+RSS_CHILD = """
+import resource, sys, time
+from shiro_kernel.tools import ToolContext, all_tools, run_tool
+from shiro_kernel.transcript import ToolCallPart
+
+class Shell:
+    user_ns = {}
+    user_ns_hidden = {}
+
+def peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KB on Linux
+
+kind = sys.argv[1]
+if kind == "bytes":
+    value = b"x" * 200_000_000
+elif kind == "list":
+    value = [str(i) for i in range(3_000_000)]
+elif kind == "str":
+    value = "y" * 200_000_000
+else:
+    import numpy, pandas
+    value = pandas.DataFrame(numpy.zeros((3_000_000, 8)), columns=[f"c{i}" for i in range(8)])
+    value["s"] = "text " * 40
+Shell.user_ns["value"] = value
+before = peak_mb()
+started = time.perf_counter()
+result = run_tool(all_tools(), ToolCallPart("c", "inspect", '{"names": ["value"]}'), ToolContext(root=".", shell=Shell()))
+print(round(peak_mb() - before, 1), round(before), len(result.output), round(time.perf_counter() - started, 3))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_inspect_of_huge_values_keeps_memory_and_output_bounded():
+    import subprocess
+    import sys
+
+    growth: dict[str, float] = {}
+    for kind in ("bytes", "str", "list", "DataFrame"):
+        done = subprocess.run([sys.executable, "-c", RSS_CHILD, kind], capture_output=True, text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        extra_mb, base_mb, chars, seconds = done.stdout.split()
+        growth[kind] = float(extra_mb)
+        assert int(chars) < 3_000 and float(seconds) < 5
+    assert max(growth.values()) < 50, growth
+    record(
+        "`inspect` of a 200 MB bytes, a 200 MB str, a 3M-item list, a 3M-row DataFrame",
+        len(growth),
+        0,
+        "peak RSS growth during the call: "
+        + ", ".join(f"{k} {v:g} MB" for k, v in growth.items())
+        + "; each result under 3,000 characters",
+    )

@@ -6,8 +6,9 @@ ends before this competes with it for the interpreter), in order:
 
 1. ``import openai`` (~0.5 s);
 2. the SDK client for the environment's key and base URL (:func:`~shiro_kernel.provider.client.shared_client`):
-   building one creates an SSL context and a connection pool (~0.1 s, most of it reading the CA bundle);
-   providers with the same key and base URL share it;
+   building one creates an SSL context and a connection pool (~0.1 s, most of it reading the CA bundle),
+   and its first request computes the platform headers (~5 ms); providers with the same key and base URL
+   share it;
 3. the modules a turn imports on first use (the agent, the turn loop, the tools, the stores, the views,
    ``mistune`` for the Markdown of the answer, ``filelock`` for the stores: ~0.3 s).
 
@@ -29,7 +30,7 @@ import time
 thread: threading.Thread | None = None
 
 #: seconds between ``%load_ext`` and the start of the warm-up
-DELAY_S = 0.1
+DELAY_S = 0.05
 #: what a first turn imports, by the modules that pull it in (the blocking text view and the live one),
 #: and what those import only inside functions
 TURN_MODULES = (
@@ -58,7 +59,7 @@ def _warm() -> None:
         env = environment()
         key = env.api_key or (_PLACEHOLDER_KEY if env.base_url else None)
         if key is not None:
-            shared_client(key, env.base_url)
+            _ = shared_client(key, env.base_url).default_headers  # computes the platform headers once
     except Exception:  # the first turn builds its client itself
         pass
     for name in TURN_MODULES:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorruptFile
+from ..errors import CorruptFile, StoreError
 from . import files
 from .paths import home, project_slug
 
 LIMIT = 200
+#: history files whose last write failed (and was reported)
+_FAILING: set[Path] = set()
 
 
 def history_path(root: Path) -> Path:
@@ -46,10 +48,23 @@ class PromptHistory:
         return _clean(raw) or []
 
     def append(self, prompt: str) -> bool:
-        """Record a prompt; False when it was not recorded (blank, slash command, immediate repeat)."""
+        """Record a prompt; False when it was not recorded (blank, slash command, immediate repeat, or a
+        write that failed again). The first failure raises :class:`~shiro_kernel.errors.StoreError`; while
+        the file stays unwritable later ones return False quietly (one warning, not one per turn)."""
         text = prompt.strip()
         if not text or text.startswith("/"):
             return False
+        try:
+            added = self._append(text)
+        except StoreError:
+            if self.path in _FAILING:
+                return False
+            _FAILING.add(self.path)
+            raise
+        _FAILING.discard(self.path)
+        return added
+
+    def _append(self, text: str) -> bool:
         with files.locked(self.path):
             try:
                 raw = files.read_json(self.path)

@@ -243,17 +243,9 @@ class SessionIndex:
         r = rows[0]
         return Row(_info(r[:7]), int(r[7]), int(r[8]), bool(r[9]))  # type: ignore[call-overload]
 
-    def corrupt_where(self, column: str, values: Iterable[str]) -> list[str]:
-        """Ids of unreadable records whose ``column`` (as salvaged) is one of ``values`` or unknown."""
-        assert column in ("notebook_path", "cwd")
-        wanted = list(dict.fromkeys(values))
-        marks = ", ".join("?" * len(wanted))
-        rows = self._query(
-            f"SELECT id FROM sessions WHERE corrupt = 1 AND ({column} IN ({marks}) OR "
-            "(notebook_path IS NULL AND cwd IS NULL)) ORDER BY id",
-            tuple(wanted),
-        )
-        return [str(r[0]) for r in rows]
+    def unreadable(self) -> list[SessionInfo]:
+        """The rows of records that cannot be read (with what could be salvaged of them)."""
+        return [_info(r) for r in self._query(f"SELECT {_COLUMNS} FROM sessions WHERE corrupt = 1 ORDER BY id", ())]
 
     def with_prefix(self, prefix: str, limit: int = 50) -> list[str]:
         """Readable ids starting with ``prefix`` (already lowercase), in order; a range scan of the key."""

@@ -17,6 +17,7 @@ every "Saved N messages" names a record that holds them.
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import re
@@ -136,7 +137,10 @@ class SessionStore:
             st = path.stat()
         except FileNotFoundError:
             return
-        known = self.index.get(path.name[:-5])
+        try:
+            known = self.index.get(path.name[:-5])
+        except StoreError:  # the index is a cache: without it, read the record to know
+            known = None
         if known is not None and (known.mtime_ns, known.size) == (st.st_mtime_ns, st.st_size) and not known.corrupt:
             return  # the record we wrote last: known to be readable
         try:
@@ -236,31 +240,33 @@ class SessionStore:
             else ("cwd", cwd if cwd is not None else os.getcwd())
         )
         want_s = os.fspath(want)
+        normal = os.path.normpath(os.path.abspath(want_s))
+        found = self.index.latest_where(column, [want_s, normal])
+        if found is not None:
+            return found
         # the same path may have been recorded spelled differently (relative, `..`): compare normalised
-        spellings = [want_s, *(p for p in self.index.all_paths(column) if p != want_s and _same_path(p, want_s))]
-        return self.index.latest_where(column, spellings)
+        spellings = [p for p in self.index.all_paths(column) if _same_path(p, want_s)]
+        return self.index.latest_where(column, spellings) if spellings else None
 
     def unreadable_for_notebook(
         self, notebook_path: str | os.PathLike[str] | None, cwd: str | os.PathLike[str] | None = None
-    ) -> list[CorruptFile]:
-        """The records of this notebook (as far as a broken record still tells; those that tell nothing
-        too) that cannot be read: what the automatic resume sets aside and reports rather than skip."""
+    ) -> builtins.list[CorruptFile]:
+        """The records of this notebook that cannot be read — what the automatic resume sets aside and
+        reports rather than skip. A broken record is this notebook's when what could be salvaged of it
+        names this notebook, or names no notebook but this working directory (or nothing at all)."""
         if not self.root.is_dir():
             return []
-        column, want = (
-            ("notebook_path", notebook_path)
-            if notebook_path is not None
-            else ("cwd", cwd if cwd is not None else os.getcwd())
-        )
-        want_s = os.fspath(want)
+        here = os.fspath(cwd if cwd is not None else os.getcwd())
         problems: list[CorruptFile] = []
-        for sid in self.index.corrupt_where(column, [want_s, *self.index.all_paths(column, corrupt=True)]):
-            known = self.index.get(sid)
-            spelled = getattr(known.info, column) if known is not None else None
-            if spelled is not None and not _same_path(spelled, want_s):
+        for info in self.index.unreadable():
+            if info.notebook_path is not None:
+                ours = notebook_path is not None and _same_path(info.notebook_path, notebook_path)
+            else:
+                ours = info.cwd is None or _same_path(info.cwd, here)
+            if not ours:
                 continue
             try:
-                self.load_record(sid)
+                self.load_record(info.id)
             except CorruptFile as exc:
                 problems.append(exc)
             except RequestError:
