@@ -22,6 +22,7 @@ from .context import restart, rules
 from .context.prompt import build_system_prompt
 from .errors import CorruptFile, ProviderError, RequestError, StoreError
 from .events import Done, Error, Event, Notice, TurnEnd
+from .mcp.link import McpLink
 from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
 from .provider import Provider, ProviderSettings
@@ -68,6 +69,9 @@ class Agent:
         self._tell_lost = False
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
         self._greeted: str | None = None  # the session the boot header was shown for
+        #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
+        self.mcp = McpLink(self)
+        self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
 
     def _autosaver(self, session: Session) -> Autosaver:
         def failed(exc: StoreError) -> None:
@@ -311,6 +315,38 @@ class Agent:
         """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
         background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
         caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
+        self.turning = True
+        try:
+            return self._ask(
+                prompt,
+                on_event=on_event,
+                model=model,
+                agent=agent,
+                memory=memory,
+                headless=headless,
+                propose=propose,
+                approver=approver,
+                runner=runner,
+                keep_abort=keep_abort,
+            )
+        finally:
+            self.turning = False
+            self.mcp.flush_notes()  # what other agents did meanwhile
+
+    def _ask(
+        self,
+        prompt: str,
+        *,
+        on_event: Callable[[Event], None] | None,
+        model: str | None,
+        agent: str | None,
+        memory: bool | None,
+        headless: bool,
+        propose: Callable[[str], None] | None,
+        approver: Any,
+        runner: Any,
+        keep_abort: bool,
+    ) -> TurnEnd:
         try:
             variant, spec = agent_variant(self.config, agent)
         except ValueError as exc:
@@ -322,6 +358,7 @@ class Agent:
             self.start()
             if self.lost:
                 emit(Notice(restart.notice(list(self.lost)), kind="warning"))
+        self.mcp.flush_notes()
         self.session.model = model
         notes = self.notes(memory)
         memories = self.memories(model) if (self.memory_enabled() if memory is None else memory) else None
@@ -390,6 +427,7 @@ class Agent:
 
         def on_turn_event(event: Event) -> None:
             if isinstance(event, TurnEnd):  # the record is written before the footer says it is saved
+                self.mcp.emit_notices(emit)  # an MCP server that died during the turn
                 self._snapshot_cells(notebook)
                 problem = self.save_now() if self.session.messages else None
                 if problem:
@@ -401,10 +439,11 @@ class Agent:
         send_images = vision is True or (vision == "auto" and self.session.vision is not False)
         provider.images = assets().data_url if send_images else None
         options.vision = vision
+        tools = {**self.tools, **self.mcp.tools_for_turn(root, emit, self.abort)}
         turn = Turn(
             self.session,
             provider,
-            self.tools,
+            tools,
             ctx,
             system,
             options,
@@ -453,5 +492,6 @@ class Agent:
                 self.session.changed()
 
     def close(self) -> None:
-        """Stop autosaving (writing what is pending): ``%unload_ext`` and kernel shutdown."""
+        """Stop autosaving (writing what is pending) and MCP: ``%unload_ext`` and kernel shutdown."""
+        self.mcp.close()
         self.autosaver.close()

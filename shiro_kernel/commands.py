@@ -100,6 +100,22 @@ def _history(agent: Agent, arg: str) -> str:
     return format_history(agent.history().entries())
 
 
+MCP_USAGE = "usage: /mcp [serve | stop | restart [NAME]]"
+
+
+def _mcp(agent: Agent, arg: str) -> str:
+    sub, _, rest = arg.partition(" ")
+    if not sub:
+        return agent.mcp.status_text(agent.root)
+    if sub == "serve":
+        return agent.mcp.serve()
+    if sub == "stop":
+        return agent.mcp.stop_serving()
+    if sub == "restart":
+        return agent.mcp.restart(agent.root, rest.strip() or None)
+    return MCP_USAGE
+
+
 def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
@@ -123,6 +139,7 @@ COMMANDS: dict[str, Command] = {
     "/cost": Command(_cost, "/cost", "tokens and cost of this session"),
     "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
     "/history": Command(_history, "/history", "this project's prompt history"),
+    "/mcp": Command(_mcp, "/mcp [serve|stop]", "MCP servers and their tools; serve this kernel to other agents"),
     "/help": Command(_help, "/help", "this list"),
 }
 

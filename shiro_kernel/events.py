@@ -80,6 +80,14 @@ class ToolStart:
 
 
 @dataclass
+class ToolProgress:
+    """A running call's one-line progress (an MCP server's progress notification, ...)."""
+
+    call_id: str
+    text: str
+
+
+@dataclass
 class ToolEnd:
     call: ToolCallPart
     result: ToolResultPart
@@ -101,5 +109,5 @@ class TurnEnd:
     error: str | None = None
 
 
-TurnEvent = StepStart | ToolStart | ToolEnd | Notice | TurnEnd
+TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | TurnEnd
 Event = ProviderEvent | TurnEvent

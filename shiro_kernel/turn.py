@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .context import rules
@@ -39,6 +39,7 @@ from .events import (
     TextDelta,
     ToolCallEvent,
     ToolEnd,
+    ToolProgress,
     ToolStart,
     TurnEnd,
     Usage,
@@ -380,8 +381,13 @@ class Turn:
         return verdict
 
     def _run_tool(self, call: ToolCallPart) -> ToolResultPart:
+        def progress(text: str) -> None:  # from the tool's thread: the view hands it to the kernel's
+            self.on_event(ToolProgress(call.call_id, text))
+
+        ctx = replace(self.ctx, progress=progress)
+
         def job() -> ToolResultPart:
-            return run_tool(self.tools, call, self.ctx)
+            return run_tool(self.tools, call, ctx)
 
         return self.options.runner(job) if self.options.runner else job()
 

@@ -77,8 +77,12 @@ def test_a_plot_reaches_the_cell_and_the_model_and_not_the_next_cell(fake_openai
     assert '<img class="shiro-output" src="data:image/png;base64,' in final["data"]["text/html"]
     assert "[<Figure" in final["data"]["text/plain"] or "[image/png" in final["data"]["text/plain"]
     # nothing leaked: no stray figure in the turn's own cell outside the bundle, nor in the next cell
-    stray = [o for c in nb.cells[2:] for o in c.outputs
-             if "image/png" in o.get("data", {}) and "application/vnd.shiro.turn+json" not in o.get("data", {})]
+    stray = [
+        o
+        for c in nb.cells[2:]
+        for o in c.outputs
+        if "image/png" in o.get("data", {}) and "application/vnd.shiro.turn+json" not in o.get("data", {})
+    ]
     assert stray == []
     assert [o["data"]["text/plain"] for o in nb.cells[3].outputs] == ["2"]
 
@@ -88,8 +92,11 @@ def test_a_model_without_vision_gets_one_retry_with_a_text_description(fake_open
     fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": PLOT})]), Reply(text="A rising curve."))
     nb = run_notebook(
         tmp_path / "novision.ipynb",
-        ["%matplotlib inline\n%load_ext shiro_kernel", '%config Shiro.approval = "auto"',
-         "%shiro --wait plot x against its square"],
+        [
+            "%matplotlib inline\n%load_ext shiro_kernel",
+            '%config Shiro.approval = "auto"',
+            "%shiro --wait plot x against its square",
+        ],
         _env(fake_openai, "responses"),
     )
     statuses = [r.status for r in fake_openai.requests]

@@ -123,24 +123,26 @@ def redact(text: str, key: str | None = None, secrets: tuple[str, ...] = ()) -> 
 def safe_url(url: str) -> str:
     """A URL as it may be shown: scheme, host, port and path only (no ``user:password@``, no query, no
     fragment), without a trailing slash."""
-    parts = urlsplit(url.strip())
     try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if parts.scheme and parts.hostname:
-        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-        return f"{parts.scheme}://{host}{f':{port}' if port else ''}{parts.path}".rstrip("/")
-    bare = re.split(r"[?#]", url.strip(), maxsplit=1)[0]
-    return bare.rsplit("@", 1)[-1].rstrip("/")
+        parts = urlsplit(url.strip())
+        if parts.scheme and parts.hostname:
+            host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}".rstrip("/")
+    except ValueError:  # not a URL (a bad port, a broken IPv6 address): cut the parts that may hold secrets
+        pass
+    bare = re.sub(_URL_USERINFO, r"\1", re.split(r"[?#]", url.strip(), maxsplit=1)[0])
+    return (bare if "://" in bare else bare.rsplit("@", 1)[-1]).rstrip("/")
 
 
 def _url_secrets(url: str | None) -> tuple[str, ...]:
     """What in a base URL must never be shown: its password and its query values."""
     if not url:
         return ()
-    parts = urlsplit(url)
-    found = [parts.password or ""] + [v for _, v in parse_qsl(parts.query)]
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or ""] + [v for _, v in parse_qsl(parts.query)]
+    except ValueError:
+        found = re.findall(r"://[^/\s@]*:([^/\s@]+)@", url) + re.findall(r"=([^&#\s]+)", url)
     return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))
 
 
@@ -149,7 +151,10 @@ def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
     otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
     if not url or "?" not in url:
         return url, {}
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # the SDK says what is wrong with it
+        return url, {}
     return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
@@ -331,6 +336,14 @@ class Provider:
             client = self.client()
         except MissingKey as exc:
             yield Error(str(exc))
+            return
+        except Exception as exc:  # a base URL the SDK cannot use
+            yield Error(
+                self._redact(
+                    f"Cannot use the base URL {self.host} ({exc}): check Shiro.base_url / OPENAI_BASE_URL "
+                    "(e.g. http://localhost:11434/v1)."
+                )
+            )
             return
         import openai
 

@@ -17,6 +17,7 @@ import hashlib
 import io
 import threading
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ..transcript import ImageRef
@@ -27,6 +28,12 @@ DEFAULT_MAX_PX = 1024
 #: what the model accepts; anything else is converted to PNG
 MODEL_MIMES = {"image/png": "png", "image/jpeg": "jpg", "image/gif": "gif", "image/webp": "webp"}
 _MEMORY_LIMIT = 64 * 1024 * 1024  # bytes kept in this process's cache
+
+
+def _alpha_min(image: Any) -> float:
+    """The smallest alpha value of an RGBA/LA image (its last band's extrema)."""
+    band = image.getextrema()[-1]
+    return float(band[0] if isinstance(band, tuple) else band)
 
 
 def downscale(data: bytes, mime: str, max_px: int = DEFAULT_MAX_PX) -> tuple[bytes, str, int, int]:
@@ -45,7 +52,7 @@ def downscale(data: bytes, mime: str, max_px: int = DEFAULT_MAX_PX) -> tuple[byt
     scale = min(1.0, max_px / max(width, height))
     size = (max(1, round(width * scale)), max(1, round(height * scale)))
     image.seek(0)
-    opaque = image.mode in ("RGB", "L") or (image.mode in ("RGBA", "LA") and image.getextrema()[-1][0] == 255)
+    opaque = image.mode in ("RGB", "L") or (image.mode in ("RGBA", "LA") and _alpha_min(image) == 255)
     converted = image.convert("RGB" if opaque else "RGBA")
     if converted.size != size:  # bilinear with a reducing gap: close to Lanczos for charts, 4x faster
         converted = converted.resize(size, Image.Resampling.BILINEAR, reducing_gap=2.0)

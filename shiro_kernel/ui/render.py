@@ -20,6 +20,7 @@ from ..events import (
     ReasoningDelta,
     TextDelta,
     ToolEnd,
+    ToolProgress,
     ToolStart,
     TurnEnd,
     Usage,
@@ -39,6 +40,7 @@ class ToolRow:
     code: str = ""  # the arguments in full (the code, the command), line breaks kept
     started: float | None = None  # time.monotonic() when the call started (the live row's elapsed time)
     outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
+    progress: str = ""  # the running call's last progress line
 
 
 @dataclass
@@ -70,6 +72,12 @@ class TurnLog:
                 )
             )
             return True
+        if isinstance(event, ToolProgress):
+            for row in reversed(self.entries):
+                if isinstance(row, ToolRow) and row.call_id == event.call_id and row.status == "running":
+                    row.progress = one_line(event.text, 120)
+                    return True
+            return False
         if isinstance(event, ToolEnd):
             for row in reversed(self.entries):
                 if isinstance(row, ToolRow) and row.call_id == event.call.call_id:
@@ -143,6 +151,8 @@ def _row_line(row: ToolRow, markdown: bool) -> str:
         bits.append(_duration(row.seconds))
     elif row.status == "running" and row.started is not None:
         bits.append(f"{time.monotonic() - row.started:.0f} s")
+    if row.status == "running" and row.progress:
+        bits.append(row.progress)
     if markdown:
         args = row.args.replace("`", "'")
         return (

@@ -209,8 +209,12 @@ def test_figures_show_under_their_row_live_and_after_reopening(lab: Lab, page: A
     )
     write_notebook(
         lab.root / "figures.ipynb",
-        ["%matplotlib inline\n%load_ext shiro_kernel", '%config Shiro.approval = "ask"',
-         "%shiro plot x against its square", "print('next cell')"],
+        [
+            "%matplotlib inline\n%load_ext shiro_kernel",
+            '%config Shiro.approval = "ask"',
+            "%shiro plot x against its square",
+            "print('next cell')",
+        ],
     )
     open_notebook(page, lab, "figures.ipynb")
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -238,14 +242,19 @@ def test_figures_show_under_their_row_live_and_after_reopening(lab: Lab, page: A
     next_cell.get_by_text("next cell").wait_for(timeout=30_000)
     assert next_cell.locator("img").count() == 0
     page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function(
-        "() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000
-    )
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
     saved = nbformat.read(lab.root / "figures.ipynb", as_version=4)
-    bundles = [o["data"]["application/vnd.shiro.turn+json"] for o in saved.cells[2].outputs
-               if "application/vnd.shiro.turn+json" in o.get("data", {})]
-    assert bundles and any("image/png" in out["data"] for e in bundles[-1]["entries"] if e["type"] == "tool"
-                           for out in e.get("outputs", []))
+    bundles = [
+        o["data"]["application/vnd.shiro.turn+json"]
+        for o in saved.cells[2].outputs
+        if "application/vnd.shiro.turn+json" in o.get("data", {})
+    ]
+    assert bundles and any(
+        "image/png" in out["data"]
+        for e in bundles[-1]["entries"]
+        if e["type"] == "tool"
+        for out in e.get("outputs", [])
+    )
     # reopened (a fresh page and kernel): the renderer draws the saved figure with no kernel state
     open_notebook(page, lab, "figures.ipynb")
     reopened = cell_output(page, 2).locator(".jp-RenderedShiroTurn .shiro-output img")

@@ -63,10 +63,15 @@ def png_of(width: int, height: int) -> bytes:
 
 # -- capture ----------------------------------------------------------------------------------------
 def test_plt_show_is_captured_once_described_and_closed(shell):
-    out = run_python(shell, "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\n"
-                            "plt.title('squares'); plt.xlabel('x')\nplt.show()")
+    out = run_python(
+        shell,
+        "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\n"
+        "plt.title('squares'); plt.xlabel('x')\nplt.show()",
+    )
     assert len(out.images) == 1 and out.images[0].data.startswith(PNG)
-    assert "title 'squares'" in out.images[0].alt and "x 'x' from" in out.images[0].alt and "1 series" in out.images[0].alt
+    assert (
+        "title 'squares'" in out.images[0].alt and "x 'x' from" in out.images[0].alt and "1 series" in out.images[0].alt
+    )
     assert out.text.startswith("[figure: matplotlib figure")
     assert len(out.displays) == 1 and "image/png" in out.displays[0]["data"]
     assert open_figures() == []  # nothing left for the inline backend to flush into the next cell
@@ -123,8 +128,19 @@ def test_read_file_of_an_image_and_a_fifo_that_never_blocks(tmp_path):
 
 
 def test_notebook_read_attaches_a_cells_plot_when_asked(tmp_path):
-    nb = new_notebook(cells=[new_code_cell("plot()", outputs=[new_output(
-        "display_data", data={"image/png": base64.b64encode(png_of(30, 30)).decode(), "text/plain": "<Figure>"})])])
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "plot()",
+                outputs=[
+                    new_output(
+                        "display_data",
+                        data={"image/png": base64.b64encode(png_of(30, 30)).decode(), "text/plain": "<Figure>"},
+                    )
+                ],
+            )
+        ]
+    )
     path = tmp_path / "nb.ipynb"
     nbformat.write(nb, path)
     ctx = ToolContext(root=tmp_path, notebook_path=path)
@@ -145,8 +161,9 @@ def test_images_are_downscaled_stored_by_hash_and_referenced_from_the_record(tmp
     assert (ref.width, ref.height) == (1024, 683)
     stored = assets().get(ref)
     assert stored is not None and stored.startswith(PNG) and len(stored) < len(big)
-    session = Session(messages=[Message.user("go"), Message("assistant", [ToolCallPart("c", "pic", "{}")]),
-                                Message("tool", [part])])
+    session = Session(
+        messages=[Message.user("go"), Message("assistant", [ToolCallPart("c", "pic", "{}")]), Message("tool", [part])]
+    )
     record = session_to_record(session, "m")
     text = json.dumps(record)
     assert base64.b64encode(stored[:30]).decode() not in text and len(text) < 2_000
@@ -160,10 +177,13 @@ def _ref() -> ImageRef:
 
 
 def _history(ref: ImageRef) -> list[Message]:
-    return [Message.user("plot"), Message("assistant", [ToolCallPart("c1", "python", '{"code": "p()"}')]),
-            Message("tool", [ToolResultPart("c1", "python", "[figure]", images=[ref])]),
-            Message("assistant", [ToolCallPart("c2", "python", '{"code": "q()"}')]),
-            Message("tool", [ToolResultPart("c2", "python", "done")])]
+    return [
+        Message.user("plot"),
+        Message("assistant", [ToolCallPart("c1", "python", '{"code": "p()"}')]),
+        Message("tool", [ToolResultPart("c1", "python", "[figure]", images=[ref])]),
+        Message("assistant", [ToolCallPart("c2", "python", '{"code": "q()"}')]),
+        Message("tool", [ToolResultPart("c2", "python", "done")]),
+    ]
 
 
 def test_responses_carries_input_image_parts_and_text_without_vision():
@@ -189,8 +209,10 @@ def test_only_the_newest_images_go_out_and_each_costs_its_estimate():
     history = [Message.user("go")]
     for i in range(10):
         ref = ImageRef(f"{i:064x}", "image/png", 100, 100, f"figure {i}")
-        history += [Message("assistant", [ToolCallPart(f"c{i}", "python", "{}")]),
-                    Message("tool", [ToolResultPart(f"c{i}", "python", f"plot {i}", images=[ref])])]
+        history += [
+            Message("assistant", [ToolCallPart(f"c{i}", "python", "{}")]),
+            Message("tool", [ToolResultPart(f"c{i}", "python", f"plot {i}", images=[ref])]),
+        ]
     wire_copy, dropped = limit_images(history)
     kept = [p for m in wire_copy for p in m.tool_results() if p.images]
     assert dropped == 10 - KEEP_IMAGES and [p.output for p in kept] == ["plot 7", "plot 8", "plot 9"]
@@ -203,16 +225,25 @@ def test_only_the_newest_images_go_out_and_each_costs_its_estimate():
 def test_thirty_plots_each_request_carries_at_most_the_newest_few(shell, fake_openai, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3]); plt.title('step'); plt.show()"
-    fake_openai.enqueue(*[Reply(tool_calls=[Call("python", {"code": code})]) for _ in range(30)],
-                        Reply(text="thirty plots"))
+    fake_openai.enqueue(
+        *[Reply(tool_calls=[Call("python", {"code": code})]) for _ in range(30)], Reply(text="thirty plots")
+    )
     session = Session()
     provider = Provider(ProviderSettings(model="gpt-4o-mini", base_url=fake_openai.base_url, max_retries=0))
     provider.images = assets().data_url
     ctx = ToolContext(root=tmp_path, shell=shell)
     end = Turn(session, provider, all_tools(), ctx, lambda: "", TurnOptions(approval="auto", max_steps=40)).run("go")
     assert end.reason == "answered"
-    counts = [sum(1 for i in r.body["input"] if isinstance(i.get("output"), list)
-                  for p in i["output"] if p["type"] == "input_image") for r in fake_openai.requests]
+    counts = [
+        sum(
+            1
+            for i in r.body["input"]
+            if isinstance(i.get("output"), list)
+            for p in i["output"]
+            if p["type"] == "input_image"
+        )
+        for r in fake_openai.requests
+    ]
     assert max(counts) == KEEP_IMAGES and counts[-1] == KEEP_IMAGES
     assert max(len(r.raw) for r in fake_openai.requests) < 200_000
     record = json.dumps(session_to_record(session, "m"))

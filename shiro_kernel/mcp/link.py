@@ -1,0 +1,266 @@
+"""One agent's MCP, both ways: the user's servers for its turns, and ``/mcp serve`` for other agents.
+
+:class:`McpLink` is what :class:`~shiro_kernel.agent.Agent` holds. It creates the client manager on the
+first turn (or ``/mcp``) that finds servers configured (``.mcp.json`` at the project root or
+``Shiro.mcp_servers``), and the kernel server on ``/mcp serve``.
+
+Invariants:
+
+* Nothing of the ``mcp`` SDK is imported, and no thread started, while no server is configured or served.
+* A turn waits for servers that are still starting (off the kernel's thread, up to the manager's start
+  timeout, ending early on Stop); every server failure becomes one warning notice in the cell.
+* Calls made by other agents run on the kernel's thread between cells, and each is recorded in the session
+  as a user-role note naming the client, so the notebook's agent sees what another agent did. A note
+  never lands between a call waiting for approval and its answer: it waits until the turn ends.
+* ``ask`` approval for another agent's mutating call: buttons under the ``/mcp serve`` cell when a widget
+  frontend is there (waiting at most :data:`APPROVAL_WAIT_S`), refused otherwise. "Always" is per client
+  and tool, and never shared with the notebook's own agent.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..context import rules
+from ..events import Event, Notice
+from ..text import cut
+from ..tools import Tool, ToolContext
+from ..transcript import Message, ToolCallPart
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from .client import McpManager
+    from .server import McpKernelServer
+
+APPROVAL_WAIT_S = 300.0
+#: how much of another agent's call a note keeps (arguments, result)
+NOTE_ARGS_CHARS, NOTE_RESULT_CHARS = 1_000, 2_000
+EXTERNAL_NOTE = "[{client} used this kernel through MCP: {tool}({args})]\n{result}"
+
+
+class McpLink:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.manager: McpManager | None = None
+        self.server: McpKernelServer | None = None
+        self._notes: list[Message] = []  # other agents' calls not yet in the session
+        self._lock = threading.Lock()
+        self._loop: Any = None  # the kernel's asyncio loop (calls from other agents run there)
+        self._parent: dict[str, Any] | None = None  # the /mcp serve cell (approval buttons go there)
+        self._always: set[tuple[str, str]] = set()  # (client, tool) allowed for this session
+        self.asking: Any = None  # the approval box shown last (its buttons), for tests and tools
+
+    # -- the client side ---------------------------------------------------------------------------
+    def configured(self, root: Path) -> bool:
+        return bool(self.agent.config.mcp_servers) or (root / ".mcp.json").is_file()
+
+    def _manager(self, root: Path) -> McpManager:
+        if self.manager is None:
+            from .client import McpManager
+
+            self.manager = McpManager(root)
+        self.manager.configure_from(root, dict(self.agent.config.mcp_servers))
+        return self.manager
+
+    def tools_for_turn(
+        self, root: Path, emit: Callable[[Event], None], abort: threading.Event | None = None
+    ) -> dict[str, Tool]:
+        """The ready servers' tools for a turn (waiting for servers still starting); {} with none."""
+        if self.manager is None and not self.configured(root):
+            return {}
+        manager = self._manager(root)
+        if not manager.wait_ready(0.2):
+            starting = [s.name for s in manager.statuses() if s.state == "starting"]
+            emit(Notice(f"starting MCP server{'s' * (len(starting) != 1)}: {', '.join(starting)}"))
+            deadline = time.monotonic() + manager.start_timeout_s
+            while not manager.wait_ready(0.1):
+                if (abort is not None and abort.is_set()) or time.monotonic() > deadline:
+                    break
+        self.emit_notices(emit)
+        return {t.name: t for t in manager.tools()}
+
+    def emit_notices(self, emit: Callable[[Event], None]) -> None:
+        """Show each server failure once (a server that died during the turn, too)."""
+        if self.manager is not None:
+            for text in self.manager.drain_notices():
+                emit(Notice(text, kind="warning"))
+
+    def status_text(self, root: Path) -> str:
+        """``/mcp``: each server with its state and tools, and the kernel server when it runs."""
+        if self.manager is None and not self.configured(root):
+            text = (
+                f"No MCP servers configured. Add them to {root / '.mcp.json'} "
+                "or with %config Shiro.mcp_servers = {...}."
+            )
+        else:
+            manager = self._manager(root)
+            manager.wait_ready(2.0)  # a server that starts quickly shows as ready
+            text = manager.status_text()
+            notices = manager.drain_notices()
+            if notices:
+                text += "\n" + "\n".join(notices)
+        info = self.server.info if self.server is not None else None
+        if info is not None:
+            text += f"\nServing this kernel to other agents at {info.url} (%shiro /mcp stop ends it)."
+        return text
+
+    def restart(self, root: Path, name: str | None) -> str:
+        manager = self._manager(root)
+        if name and name not in {s.name for s in manager.statuses()}:
+            return f"no MCP server named {name!r}; see %shiro /mcp"
+        manager.restart(name)
+        return self.status_text(root)
+
+    # -- the server side ---------------------------------------------------------------------------
+    def serve(self) -> str:
+        """``/mcp serve``: start (or show) the kernel's MCP server; the text to show."""
+        from ..ui.kernel import cell_parent, running_loop
+
+        shell = self.agent.shell
+        self._loop = running_loop(shell)
+        self._parent = cell_parent(shell)
+        if self.server is None:
+            from .server import McpKernelServer
+
+            self.server = McpKernelServer(
+                self.agent.tools, self._context, self._run_on_main, self._approve, self._record
+            )
+        try:
+            self.server.start()
+        except Exception as exc:
+            return f"could not start the MCP server: {type(exc).__name__}: {exc}"
+        return self.server.config_text()
+
+    def stop_serving(self) -> str:
+        if self.server is None or not self.server.running:
+            return "The MCP server is not running."
+        self.server.stop()
+        self._always.clear()
+        return "Stopped the MCP server: its URL and token no longer work."
+
+    def _context(self) -> ToolContext:
+        agent = self.agent
+        root = agent.root
+        memories = agent.memories() if agent.memory_enabled() else None
+        return ToolContext(
+            root=root,
+            shell=agent.shell,
+            notebook_path=agent.notebook,
+            image_max_px=agent.config.image_max_px,
+            extras={"tasks": agent.tasks, "notes": agent.notes(), "memories": memories, "provenance": {}},
+        )
+
+    def _run_on_main(self, job: Callable[[], Any]) -> Any:
+        """Run ``job`` on the kernel's thread (between cells) and wait; in place outside a kernel."""
+        loop = self._loop
+        if loop is None or threading.current_thread() is threading.main_thread() or loop.is_closed():
+            with self._lock:
+                return job()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(job())
+                except BaseException as exc:
+                    future.set_exception(exc)
+
+        loop.call_soon_threadsafe(run)
+        return future.result()
+
+    def _approve(self, client: str, call: ToolCallPart) -> bool:
+        """May ``client`` run this mutating call? Runs on a worker thread; may wait for a click."""
+        approval = self.agent.config.approval
+        if approval == "auto":
+            return True
+        if approval == "read-only":
+            return False
+        if (client, call.name) in self._always:
+            return True
+        from ..ui.kernel import widget_frontend
+
+        if self._loop is None or not widget_frontend(self.agent.shell, self.agent.config.frontend):
+            return False  # nobody can be asked: refused, as a headless turn refuses
+        answered = threading.Event()
+        verdict: list[str] = []
+
+        def answer(value: str) -> None:
+            verdict.append(value)
+            answered.set()
+
+        self._loop.call_soon_threadsafe(lambda: self._ask(client, call, answer))
+        if not answered.wait(APPROVAL_WAIT_S):
+            return False
+        if verdict[0] == "always":
+            self._always.add((client, call.name))
+        return verdict[0] in ("approve", "always")
+
+    def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> None:
+        """On the kernel's thread: approval buttons under the ``/mcp serve`` cell."""
+        import html
+
+        import ipywidgets as W
+
+        from ..ui.approval import preview
+        from ..ui.kernel import kernel_publisher
+
+        title, body = preview(call, self.agent.root)
+        label = W.HTML(
+            f"<b>{html.escape(client)} (MCP) wants to {html.escape(title)}</b> <code>{html.escape(call.name)}</code>{body}"
+        )
+        buttons = [
+            W.Button(description="Approve", button_style="success"),
+            W.Button(description="Deny", button_style="danger"),
+            W.Button(description="Always this session"),
+        ]
+        row = W.HBox(buttons)
+        box = W.VBox([label, row])
+
+        def click(value: str) -> None:
+            row.layout.display = "none"
+            said = {"approve": "approved", "deny": "denied", "always": "approved for this session"}[value]
+            label.value = f"{html.escape(client)}: {html.escape(call.name)} {said}"
+            answer(value)
+
+        for button, value in zip(buttons, ("approve", "deny", "always"), strict=True):
+            button.on_click(lambda _b, v=value: click(v))
+        self.asking = box
+        kernel_publisher(self.agent.shell)(box._repr_mimebundle_(), self._parent)
+
+    def _record(self, client: str, tool: str, args: dict[str, Any], result: str) -> None:
+        """Keep what another agent did: in the session now, or when the running turn ends."""
+        text = EXTERNAL_NOTE.format(
+            client=client,
+            tool=tool,
+            args=cut(json.dumps(args, ensure_ascii=False), NOTE_ARGS_CHARS),
+            result=cut(result, NOTE_RESULT_CHARS, tail=NOTE_RESULT_CHARS // 4),
+        )
+        with self._lock:
+            self._notes.append(Message.user(text))
+        if not self.agent.turning:
+            self.flush_notes()
+
+    def flush_notes(self) -> int:
+        """Move the waiting notes into the session (not while a call waits for approval)."""
+        session = self.agent.session
+        with self._lock:
+            if not self._notes or rules.pending_calls(session.messages):
+                return 0
+            notes, self._notes = self._notes, []
+        for message in notes:
+            session.append(message)
+        return len(notes)
+
+    # -- the end -----------------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the kernel server and every client server (``%unload_ext``, kernel shutdown)."""
+        if self.server is not None:
+            self.server.stop()
+        if self.manager is not None:
+            self.manager.close()

@@ -1,0 +1,250 @@
+"""The agent's MCP, end to end: real MCP servers (the SDK test server over stdio and streamable HTTP, the
+published ``mcp-server-time``) behind real turns against the fake OpenAI server, through the real client."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeopenai import Call, Reply
+from mcp_testutil import PY, SDK_SERVER, children, http_sdk_server, wait_for
+
+from shiro_kernel.agent import Agent
+from shiro_kernel.commands import run as command
+from shiro_kernel.config import Shiro
+from shiro_kernel.events import Event, Notice, ToolEnd, ToolProgress
+from shiro_kernel.ui.render import ToolRow, TurnLog, entry_html
+
+SECRET = "tok-AGENT-SECRET-5521"
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    return [t.get("name") or t["function"]["name"] for t in body.get("tools", [])]
+
+
+def _outputs(body: dict[str, Any]) -> list[str]:
+    """The tool results a request carries (Responses input items)."""
+    out = []
+    for item in body.get("input", []):
+        if item.get("type") == "function_call_output":
+            value = item["output"]
+            out.append(value if isinstance(value, str) else json.dumps(value))
+    return out
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: Any) -> Path:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-agent")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("MCP_AGENT_TOKEN", SECRET)
+    monkeypatch.chdir(tmp_path)
+    servers = {
+        "sdk": {"command": PY, "args": [SDK_SERVER], "env": {"SERVICE_TOKEN": "${MCP_AGENT_TOKEN}"}},
+        "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+    }
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
+    return tmp_path
+
+
+@pytest.fixture
+def agent(project: Path) -> Any:
+    made = Agent(None, Shiro(model="gpt-4o-mini", approval="ask"))
+    yield made
+    made.close()
+
+
+def test_tools_offered_called_and_results_reach_the_next_request(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("mcp__sdk__echo", {"text": "from the notebook"})]),
+        Reply(tool_calls=[Call("mcp__time__get_current_time", {"timezone": "UTC"})]),
+        Reply(text="done"),
+    )
+    events: list[Event] = []
+    end = agent.ask("use the tools", on_event=events.append)
+    assert end.reason == "answered", end
+    names = _tool_names(fake_openai.requests[0].body)
+    assert "mcp__sdk__echo" in names and "mcp__time__get_current_time" in names and "python" in names
+    assert any("from the notebook" in o for o in _outputs(fake_openai.requests[1].body))
+    assert any('"timezone": "UTC"' in o or "UTC" in o for o in _outputs(fake_openai.requests[2].body))
+    # read-only tools (readOnlyHint) ran without asking, headless and with approval "ask"
+    assert [e.result.is_error for e in events if isinstance(e, ToolEnd)] == [False, False]
+    # the second turn reuses the running servers: no new child processes
+    before = set(children())
+    fake_openai.enqueue(Reply(text="again"))
+    assert agent.ask("again").reason == "answered"
+    assert set(children()) == before
+
+
+def test_mutating_tools_ask_like_python(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(Reply(tool_calls=[Call("mcp__sdk__greet", {"name": "Ada"})]), Reply(text="ok"))
+    events: list[Event] = []
+    agent.ask("greet", on_event=events.append)
+    result = next(e.result for e in events if isinstance(e, ToolEnd))
+    assert result.is_error and result.output.startswith("Error: not approved")
+    # with approval from the user ("Always this session" works per tool)
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("mcp__sdk__greet", {"name": "Ada"})]),
+        Reply(tool_calls=[Call("mcp__sdk__greet", {"name": "Bob"})]),
+        Reply(text="ok"),
+    )
+    asked: list[str] = []
+
+    def approver(call: Any, tool: Any) -> str:
+        asked.append(call.name)
+        return "always"
+
+    events.clear()
+    agent.ask("greet twice", on_event=events.append, headless=False, approver=approver)
+    outputs = [e.result.output for e in events if isinstance(e, ToolEnd)]
+    assert asked == ["mcp__sdk__greet"] and outputs[0].startswith("Hello, Ada!") and "Bob" in outputs[1]
+
+
+def test_progress_reaches_the_row_and_stop_cancels_a_slow_call(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(Reply(tool_calls=[Call("mcp__sdk__slow", {"seconds": 30})]), Reply(text="unused"))
+    events: list[Event] = []
+
+    def on_event(event: Event) -> None:
+        events.append(event)
+        if isinstance(event, ToolProgress):
+            agent.abort.set()  # Stop, once the call is visibly running
+
+    started = time.monotonic()
+    end = agent.ask("sleep", on_event=on_event, headless=False, approver=lambda c, t: "approve")
+    assert time.monotonic() - started < 15
+    assert any(isinstance(e, ToolProgress) and e.text == "sleeping (1/300)" for e in events)
+    # the live view's row shows the progress while the call runs
+    log = TurnLog()
+    for event in events[: next(i for i, e in enumerate(events) if isinstance(e, ToolProgress)) + 1]:
+        log.feed(event)
+    row = next(e for e in log.entries if isinstance(e, ToolRow))
+    assert row.progress == "sleeping (1/300)" and "sleeping (1/300)" in entry_html(row)
+    result = next(e.result for e in events if isinstance(e, ToolEnd))
+    assert result.is_error and "cancelled" in result.output
+    assert end.reason in ("aborted", "stopped", "interrupted"), end
+
+
+def test_a_crashing_server_is_one_notice_and_the_turn_finishes(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("mcp__sdk__crash", {})]),
+        Reply(tool_calls=[Call("mcp__sdk__echo", {"text": "x"})]),
+        Reply(text="carried on"),
+    )
+    events: list[Event] = []
+    end = agent.ask("crash it", on_event=events.append, headless=False, approver=lambda c, t: "approve")
+    assert end.reason == "answered"
+    notices = [e.text for e in events if isinstance(e, Notice) and "MCP server 'sdk'" in e.text]
+    assert len(notices) == 1 and "simulated crash" in notices[0] and notices[0].startswith("MCP server"), notices
+    results = [e.result for e in events if isinstance(e, ToolEnd)]
+    assert all(r.is_error for r in results) and "not running" in results[1].output
+    # the next turn no longer offers its tools, and says nothing more about it
+    fake_openai.enqueue(Reply(text="fine"))
+    events.clear()
+    agent.ask("next", on_event=events.append)
+    assert not any(n.startswith("mcp__sdk__") for n in _tool_names(fake_openai.requests[-1].body))
+    assert not [e for e in events if isinstance(e, Notice)]
+    assert "mcp__time__get_current_time" in _tool_names(fake_openai.requests[-1].body)
+
+
+def test_mcp_command_lists_servers_tools_and_http(project: Path, fake_openai: Any) -> None:
+    with http_sdk_server() as url:
+        config = Shiro(
+            model="gpt-4o-mini", mcp_servers={"web": {"url": url}, "bad": {"command": PY, "args": ["-c", "exit(2)"]}}
+        )
+        agent = Agent(None, config)
+        try:
+            agent.mcp.manager = None
+            agent.mcp._manager(project).wait_ready(40)
+            text = command(agent, "/mcp")
+            assert "sdk (stdio:" in text and "ready, 12 tools" in text
+            assert "mcp__sdk__echo [read-only]" in text and "mcp__web__echo" in text
+            assert "bad" in text and "failed" in text
+            assert SECRET not in text  # ${VAR} values never shown
+            assert command(agent, "/mcp bogus").startswith("usage: /mcp")
+            assert "no MCP server named" in command(agent, "/mcp restart nope")
+        finally:
+            agent.close()
+    # after close no server process is left
+    assert wait_for(lambda: not any(SDK_SERVER in c for c in children().values()), 10)
+
+
+def test_nothing_configured_costs_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: Any) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-agent")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.chdir(tmp_path)
+    agent = Agent(None, Shiro(model="gpt-4o-mini"))
+    fake_openai.enqueue(Reply(text="hi"))
+    threads = threading.active_count()
+    agent.ask("hello")
+    assert agent.mcp.manager is None and "mcp" not in sys.modules.get("shiro_kernel.mcp.client", object).__dict__
+    assert threading.active_count() <= threads + 1  # at most the autosaver
+    assert command(agent, "/mcp").startswith("No MCP servers configured.")
+    assert agent.mcp.manager is None
+
+
+def test_other_agents_calls_are_recorded_in_the_session(agent: Agent) -> None:
+    agent.mcp._record("claude-code 2.0", "python", {"code": "x = 1"}, "ok")
+    note = agent.session.messages[-1]
+    assert note.role == "user" and note.text.startswith("[claude-code 2.0 used this kernel through MCP: python(")
+    # while a turn runs the note waits for its end
+    agent.turning = True
+    agent.mcp._record("codex", "inspect", {}, "x: int = 1")
+    assert "codex" not in agent.session.messages[-1].text
+    agent.turning = False
+    assert agent.mcp.flush_notes() == 1 and "codex" in agent.session.messages[-1].text
+
+
+def test_serve_approval_follows_shiro_approval(agent: Agent) -> None:
+    from shiro_kernel.transcript import ToolCallPart
+
+    call = ToolCallPart("c1", "python", '{"code": "1"}')
+    assert agent.mcp._approve("x", call) is False  # "ask" with nobody to ask: refused
+    agent.config.approval = "auto"
+    assert agent.mcp._approve("x", call) is True
+    agent.config.approval = "read-only"
+    assert agent.mcp._approve("x", call) is False
+
+
+def test_serve_approval_buttons_under_the_serve_cell(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from shiro_kernel.transcript import ToolCallPart
+    from shiro_kernel.ui import kernel as kernel_hooks
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    published: list[dict[str, Any]] = []
+    monkeypatch.setattr(kernel_hooks, "kernel_publisher", lambda shell: lambda bundle, parent: published.append(bundle))
+    agent.config.frontend = "widgets"
+    agent.mcp._loop = loop
+    call = ToolCallPart("c1", "python", '{"code": "x = 1"}')
+    try:
+        for button, expected in ((1, False), (2, True)):  # Deny, then Always this session
+            agent.mcp.asking = None
+            verdict: list[bool] = []
+            asker = threading.Thread(target=lambda out=verdict: out.append(agent.mcp._approve("codex 1.0", call)))
+            asker.start()
+            assert wait_for(lambda: agent.mcp.asking is not None, 5)
+            label, row = agent.mcp.asking.children
+            assert "codex 1.0 (MCP) wants to run this Python in your kernel" in label.value
+            row.children[button].click()
+            asker.join(5)
+            assert verdict == [expected]
+            assert row.layout.display == "none"
+        assert "application/vnd.jupyter.widget-view+json" in published[-1]
+        agent.mcp.asking = None
+        assert agent.mcp._approve("codex 1.0", call) is True and agent.mcp.asking is None  # always: not asked
+        # "Always" was for that client only: another one is asked again
+        other: list[bool] = []
+        asker = threading.Thread(target=lambda: other.append(agent.mcp._approve("other-agent", call)))
+        asker.start()
+        assert wait_for(lambda: agent.mcp.asking is not None, 5)
+        agent.mcp.asking.children[1].children[1].click()
+        asker.join(5)
+        assert other == [False]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
