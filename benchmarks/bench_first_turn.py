@@ -49,6 +49,10 @@ SDK_WARMUP = 3
 
 BARE = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
 LOADED = BARE + "; S.instance().run_cell('%load_ext shiro_kernel')"
+# the same in a folder with a .mcp.json: loading must not read it or import the MCP SDK (issue 16)
+LOADED_NO_MCP_IMPORT = (
+    LOADED + "; import sys; assert not [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')], 'mcp'"
+)
 
 # One process: a first turn, warm-up turns, then rounds of (a turn; the body it sent, through the SDK four
 # ways). The parent answers each "@@BODY" line with the path of a file holding that turn's request body.
@@ -138,9 +142,12 @@ print("@@RESULT " + json.dumps(out), flush=True)
 """
 
 
-def load_ext_vs_bare(ws: Workspace) -> tuple[float, float]:
+def load_ext_vs_bare(ws: Workspace) -> tuple[float, float, float]:
     env = ws.env(SHIRO_NO_WARMUP="1")
     cwd = ws.fresh_cwd()
+    mcp_cwd = ws.fresh_cwd()
+    server = {"command": sys.executable, "args": ["-m", "mcp_server_time"]}
+    (mcp_cwd / ".mcp.json").write_text(json.dumps({"mcpServers": {"time": server}}))
 
     def bare() -> float:
         return process_seconds([sys.executable, "-c", BARE], env, cwd)
@@ -148,9 +155,12 @@ def load_ext_vs_bare(ws: Workspace) -> tuple[float, float]:
     def loaded() -> float:
         return process_seconds([sys.executable, "-c", LOADED], env, cwd)
 
-    bare(), loaded()  # bytecode, IPython profile, file caches
-    t_bare, t_loaded = interleave(LOAD_PAIRS, bare, loaded)
-    return median(t_bare), median(t_loaded)
+    def loaded_mcp() -> float:
+        return process_seconds([sys.executable, "-c", LOADED_NO_MCP_IMPORT], env, mcp_cwd)
+
+    bare(), loaded(), loaded_mcp()  # bytecode, IPython profile, file caches
+    t_bare, t_loaded, t_mcp = interleave(LOAD_PAIRS, bare, loaded, loaded_mcp)
+    return median(t_bare), median(t_loaded), median(t_mcp)
 
 
 def first_turns_and_warm_rounds(ws: Workspace) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict]:
@@ -224,7 +234,7 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
 def main() -> None:
     started = time.perf_counter()
     with Workspace() as ws:
-        t_bare, t_loaded = load_ext_vs_bare(ws)
+        t_bare, t_loaded, t_mcp = load_ext_vs_bare(ws)
         cold, warm, shape = first_turns_and_warm_rounds(ws)
     load_line = median([r["load"] for rs in cold.values() for r in rs])
     first_delayed = median([r["first"] for r in cold["delayed"]])
@@ -241,6 +251,11 @@ def main() -> None:
             "IPython start + %load_ext shiro_kernel vs bare start (process)",
             f"{ms(t_loaded)} vs {ms(t_bare)} (x{r_load:.2f}; {(t_loaded - t_bare) * 1000:+.0f} ms)",
             f"<= x1.05: {verdict(r_load <= 1.05)}",
+        ),
+        (
+            "the same in a folder with a .mcp.json (the mcp SDK not imported)",
+            f"{ms(t_mcp)} (x{t_mcp / t_loaded:.2f} without it)",
+            f"unchanged (issue 16): {verdict(t_mcp / t_loaded <= 1.05)}",
         ),
         ("%load_ext shiro_kernel line alone (in-process, warm-up on)", ms(load_line), "-"),
         (

@@ -45,7 +45,8 @@ def autosave_during_a_200_step_turn() -> str:
 
     from shiro_kernel.provider.client import Provider, ProviderSettings
     from shiro_kernel.session import Session
-    from shiro_kernel.store.sessions import Autosaver, SessionStore
+    from shiro_kernel.store.autosave import Autosaver
+    from shiro_kernel.store.sessions import SessionStore
     from shiro_kernel.tools import ToolContext, all_tools
     from shiro_kernel.turn import Turn, TurnOptions
 

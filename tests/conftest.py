@@ -35,6 +35,19 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         monkeypatch.delenv(var, raising=False)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _reliability_doc() -> Iterator[None]:
+    """With ``SHIRO_RELIABILITY_DOC`` set, the fault cases' figures are written there at the end."""
+    yield
+    import os
+
+    import faultlog
+
+    target = os.environ.get("SHIRO_RELIABILITY_DOC")
+    if target and faultlog.ROWS:
+        faultlog.write_doc(Path(target))
+
+
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
     """A running FakeOpenAI.  Fails the test at teardown if a request body broke the

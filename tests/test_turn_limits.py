@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from IPython.core.interactiveshell import InteractiveShell
 from test_turn import KEY, make_turn
 
@@ -66,6 +67,13 @@ def test_an_interrupt_keeps_finished_results_and_marks_the_running_call(env, tmp
     assert out["c_py"].startswith("Error: interrupted after ") and "halfway there" in out["c_py"]
     assert out["c_read"].startswith("Error: not run — the user stopped the turn before this call ran")
     assert len(env.requests) == 1
+    record(
+        "interrupt during a batch of calls (write_file, python, read_file)",
+        3,
+        0,
+        "the finished write recorded as done; python `interrupted after N s` with its partial output; "
+        "only the unstarted read marked not run",
+    )
 
 
 def test_a_turn_past_its_time_limit_stops_within_it(env, tmp_path, shell):
@@ -79,7 +87,9 @@ def test_a_turn_past_its_time_limit_stops_within_it(env, tmp_path, shell):
     started = time.monotonic()
     with time_limit(2.0):
         end = turn.run("spin")
-    assert time.monotonic() - started < 6
+    elapsed = time.monotonic() - started
+    assert elapsed < 6
+    record("python `while True` in a blocking turn, limit 2 s", 1, 0, f"stopped after {elapsed:.1f} s, output kept")
     assert end.reason == "timeout"
     assert any(isinstance(e, Notice) and "time limit of 2 s" in e.text for e in events)
     (output,) = results(turn).values()
@@ -105,6 +115,13 @@ def test_a_five_megabyte_argument_is_shortened_on_the_wire_only(env, tmp_path, s
     assert len(call.arguments) > 5_000_000  # the record keeps it whole
     notices = [e.text for e in events if isinstance(e, Notice)]
     assert any("1 oversized tool argument or result shortened in the request" in n for n in notices)
+    record(
+        "a tool call with a 5 MB argument",
+        len(sizes) - 1,
+        0,
+        f"later requests {max(sizes[1:]) / 1000:.0f} kB at most (not 5 MB); the record keeps it whole; "
+        "the notice says 1 shortened",
+    )
 
 
 def test_two_hundred_parallel_reads_share_one_step_budget(env, tmp_path, shell):
@@ -117,6 +134,12 @@ def test_two_hundred_parallel_reads_share_one_step_budget(env, tmp_path, shell):
     assert total < STEP_OUTPUT_CHARS * 1.5
     assert len(env.requests[1].raw) < 400_000  # not 4 MB
     assert "200 results this step: each was cut to 500" in next(iter(results(turn).values()))
+    record(
+        "200 parallel `read_file` calls in one step",
+        200,
+        0,
+        f"the next request {len(env.requests[1].raw) / 1000:.0f} kB (was 4.15 MB); each result cut to its share",
+    )
 
 
 def test_the_pruning_notice_says_when_only_reasoning_went(env, tmp_path):
@@ -175,10 +198,17 @@ def test_a_headless_notebook_turn_that_never_ends_stops_at_its_limit(fake_openai
         ],
         {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
     )
-    assert time.monotonic() - started < 40
+    elapsed = time.monotonic() - started
+    assert elapsed < 40
     text = json.dumps(nb.cells[3].outputs)
     assert "time limit of 2 s" in text
     assert [o.get("text") for o in nb.cells[4].outputs] == ["after\n"]
+    record(
+        "headless notebook (nbclient) `while True`, Shiro.turn_timeout_s = 2",
+        1,
+        0,
+        f"the notebook ran to its end in {elapsed:.1f} s (kernel start included); the next cell ran",
+    )
 
 
 def test_the_headless_refusal_shows_how_to_allow_it(fake_openai, tmp_path):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import FakeOpenAI, Fault, Reply
+from faultlog import record
 
 from shiro_kernel.events import Done, Error, TextDelta
 from shiro_kernel.provider.client import (
@@ -160,6 +161,12 @@ def test_keepalives_forever_end_within_the_timeout(fake, api):
     err = error_of(events)
     assert "did not answer within 0.5 s" in err.message and "keep-alives" in err.message
     assert 0.5 <= elapsed <= p.retry_budget_s + SLACK
+    record(
+        f"a stream of keep-alives forever ({api}), timeout_s = 0.5",
+        1,
+        0,
+        f"ended in {elapsed:.1f} s (retry budget {p.retry_budget_s:.1f} s) with a clean error",
+    )
 
 
 def test_a_server_that_sends_nothing_after_the_headers_ends_within_the_timeout(fake):
@@ -201,6 +208,12 @@ def test_persistent_timeouts_stop_at_the_budget(fake):
     err = error_of(events)
     assert "did not answer within 0.5 s" in err.message and err.retryable
     assert elapsed <= p.retry_budget_s + SLACK  # was (10 + 1) × 0.5 s plus ~30 s of backoff
+    record(
+        "persistent timeouts, timeout_s = 0.5, max_retries = 10",
+        len(fake.requests),
+        0,
+        f"stopped after {elapsed:.1f} s (budget {p.retry_budget_s:.1f} s; was ≈ 36 s)",
+    )
 
 
 def test_persistent_500s_stop_at_the_budget(fake):
@@ -212,6 +225,12 @@ def test_persistent_500s_stop_at_the_budget(fake):
     assert err.status == 500 and "(500) after" in err.message
     assert elapsed <= p.retry_budget_s + SLACK
     assert 3 <= len(fake.requests) <= 25
+    record(
+        "persistent 500s, max_retries = 100",
+        len(fake.requests),
+        0,
+        f"stopped after {elapsed:.1f} s (budget {p.retry_budget_s:.1f} s)",
+    )
 
 
 def test_a_retry_after_beyond_the_budget_is_not_waited_for(fake):
@@ -245,6 +264,12 @@ def test_an_html_200_names_the_page_and_the_base_url(fake, stream, content_type)
     assert f"Shiro.base_url / OPENAI_BASE_URL ({fake.base_url})" in msg
     assert "Could not reach" not in msg and "<" not in msg
     assert len(fake.requests) == 1  # a login page does not go away by asking again
+    record(
+        f"HTTP 200 with an HTML body ({'stream' if stream else 'no stream'}, {content_type.split(';')[0]})",
+        1,
+        0,
+        "names the page by its title and the base URL to check; not retried",
+    )
 
 
 def test_an_html_error_page_is_summarised_by_its_title(fake):
@@ -299,6 +324,12 @@ def test_a_base_url_with_credentials_works_and_is_never_shown(fake, monkeypatch)
     assert "Could not reach the model server at http://127.0.0.1:" in msg
     leaked += [s for s in SECRETS if s in msg]
     assert leaked == []
+    record(
+        "credentials in the base URL (`http://user:pass@…?api-key=…`): answers and error texts",
+        len(SECRETS),
+        len(leaked),
+        "requests work; user, password and query never appear in what is shown",
+    )
 
 
 def unused_base_url() -> str:
