@@ -49,6 +49,8 @@ SDK_WARMUP = 3
 
 BARE = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
 LOADED = BARE + "; S.instance().run_cell('%load_ext shiro_kernel')"
+# what running any first cell costs IPython itself (its tokenizer's regexes, hashlib, bdb): part of row 1
+ONE_CELL = BARE + "; S.instance().run_cell('pass')"
 # the same in a folder with a .mcp.json: loading must not read it or import the MCP SDK (issue 16)
 LOADED_NO_MCP_IMPORT = (
     LOADED + "; import sys; assert not [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')], 'mcp'"
@@ -142,7 +144,7 @@ print("@@RESULT " + json.dumps(out), flush=True)
 """
 
 
-def load_ext_vs_bare(ws: Workspace) -> tuple[float, float, float]:
+def load_ext_vs_bare(ws: Workspace) -> tuple[float, float, float, float]:
     env = ws.env(SHIRO_NO_WARMUP="1")
     cwd = ws.fresh_cwd()
     mcp_cwd = ws.fresh_cwd()
@@ -158,9 +160,12 @@ def load_ext_vs_bare(ws: Workspace) -> tuple[float, float, float]:
     def loaded_mcp() -> float:
         return process_seconds([sys.executable, "-c", LOADED_NO_MCP_IMPORT], env, mcp_cwd)
 
-    bare(), loaded(), loaded_mcp()  # bytecode, IPython profile, file caches
-    t_bare, t_loaded, t_mcp = interleave(LOAD_PAIRS, bare, loaded, loaded_mcp)
-    return median(t_bare), median(t_loaded), median(t_mcp)
+    def one_cell() -> float:
+        return process_seconds([sys.executable, "-c", ONE_CELL], env, cwd)
+
+    bare(), loaded(), loaded_mcp(), one_cell()  # bytecode, IPython profile, file caches
+    t_bare, t_loaded, t_mcp, t_cell = interleave(LOAD_PAIRS, bare, loaded, loaded_mcp, one_cell)
+    return median(t_bare), median(t_loaded), median(t_mcp), median(t_cell)
 
 
 def first_turns_and_warm_rounds(ws: Workspace) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict]:
@@ -234,7 +239,7 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
 def main() -> None:
     started = time.perf_counter()
     with Workspace() as ws:
-        t_bare, t_loaded, t_mcp = load_ext_vs_bare(ws)
+        t_bare, t_loaded, t_mcp, t_cell = load_ext_vs_bare(ws)
         cold, warm, shape = first_turns_and_warm_rounds(ws)
     load_line = median([r["load"] for rs in cold.values() for r in rs])
     first_delayed = median([r["first"] for r in cold["delayed"]])
@@ -251,6 +256,11 @@ def main() -> None:
             "IPython start + %load_ext shiro_kernel vs bare start (process)",
             f"{ms(t_loaded)} vs {ms(t_bare)} (x{r_load:.2f}; {(t_loaded - t_bare) * 1000:+.0f} ms)",
             f"<= x1.05: {verdict(r_load <= 1.05)}",
+        ),
+        (
+            "bare start + one empty cell (IPython's own first-cell cost)",
+            f"{ms(t_cell)} (x{t_cell / t_bare:.2f}); %load_ext is x{t_loaded / t_cell:.2f} of it",
+            "-",
         ),
         (
             "the same in a folder with a .mcp.json (the mcp SDK not imported)",

@@ -5,6 +5,18 @@ Nothing here imports ``openai`` at import time: ``%load_ext`` stays cheap."""
 
 from __future__ import annotations
 
-from .client import Provider, ProviderSettings
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .client import Provider, ProviderSettings
 
 __all__ = ["Provider", "ProviderSettings"]
+
+
+def __getattr__(name: str) -> Any:
+    # resolved on first use: ``%load_ext`` imports only ``provider.warmup``, never the client module
+    if name in __all__:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -62,6 +62,9 @@ class Autosaver:
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
         self._closed = False
+        #: changed since the last write (a saver that has written and seen no change since writes nothing
+        #: more on close: ``--new`` / ``/clear`` right after a turn cost no second write)
+        self._dirty = False
         session.listeners.append(self._on_change)
         self._at_exit = at_exit
         if at_exit:
@@ -75,6 +78,7 @@ class Autosaver:
     def _on_change(self, _session: Session) -> None:
         if self._closed:
             return
+        self._dirty = True
         with self._lock:
             now = time.monotonic()
             if self._timer is None:
@@ -134,7 +138,12 @@ class Autosaver:
                 self._hold()
             before = self.session.id
             count = len(self.session.messages)
-            written = self.store.save(self.session, model=self.model_getter())
+            self._dirty = False  # a change from now on is after this write's snapshot
+            try:
+                written = self.store.save(self.session, model=self.model_getter())
+            except BaseException:
+                self._dirty = True
+                raise
             if self.session.id != before:  # saved as a copy: the old record changed elsewhere
                 self.moved_from.append(before)
                 self._hold()
@@ -163,7 +172,7 @@ class Autosaver:
                 atexit.unregister(self.close)
             except Exception:
                 pass
-        if self.session.messages:
+        if self.session.messages and (self._dirty or self.writes == 0):
             try:
                 self._write()
             except StoreError as exc:

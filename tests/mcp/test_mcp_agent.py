@@ -248,3 +248,15 @@ def test_serve_approval_buttons_under_the_serve_cell(agent: Agent, monkeypatch: 
         assert other == [False]
     finally:
         loop.call_soon_threadsafe(loop.stop)
+
+
+def test_a_servers_secret_env_never_reaches_the_model_or_the_record(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(Reply(tool_calls=[Call("mcp__sdk__getenv", {"name": "SERVICE_TOKEN"})]), Reply(text="ok"))
+    events: list[Event] = []
+    agent.ask("what is the token?", on_event=events.append, headless=False, approver=lambda c, t: "approve")
+    result = next(e.result for e in events if isinstance(e, ToolEnd))
+    assert not result.is_error and SECRET not in result.output and result.output.strip()
+    assert all(SECRET not in r.raw.decode() for r in fake_openai.requests)
+    agent.save_now()
+    record = agent.store.path_for(agent.session.id).read_text()
+    assert "mcp__sdk__getenv" in record and SECRET not in record
