@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from .memory.notes import NoteStore
 from .provider import Provider, ProviderSettings
 from .provider.pricing import price_of
 from .session import Session
+from .store import files
 from .store.assets import assets
 from .store.autosave import Autosaver
 from .store.history import PromptHistory
@@ -72,6 +74,7 @@ class Agent:
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(self)
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
+        self._index_opened = False  # the session index is opened in the background on the first turn
 
     def _autosaver(self, session: Session) -> Autosaver:
         def failed(exc: StoreError) -> None:
@@ -404,10 +407,12 @@ class Agent:
                 blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block, lambda: changed],
             )
 
-        try:
-            self.history().append(prompt)
-        except StoreError as exc:  # the prompt history is a convenience: the turn goes on
-            emit(Notice(f"the prompt history was not updated: {exc}", kind="warning"))
+        # off the turn's path, while the model answers: the prompt history (a convenience: a failure is one
+        # warning at the end of the turn) and, on the first turn, opening the session index for the save
+        history_job = files.background(self.history().append, prompt)
+        if not self._index_opened:
+            self._index_opened = True
+            files.background(self.store.index.prepare)
         if not keep_abort:
             self.abort.clear()
         max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
@@ -427,6 +432,7 @@ class Agent:
 
         def on_turn_event(event: Event) -> None:
             if isinstance(event, TurnEnd):  # the record is written before the footer says it is saved
+                self._history_problem(history_job, emit)
                 self.mcp.emit_notices(emit)  # an MCP server that died during the turn
                 self._snapshot_cells(notebook)
                 problem = self.save_now() if self.session.messages else None
@@ -451,6 +457,15 @@ class Agent:
             abort=self.abort,
         )
         return turn.run(prompt)
+
+    @staticmethod
+    def _history_problem(job: Future[bool], emit: Callable[[Event], None]) -> None:
+        try:
+            job.result(timeout=5.0)
+        except StoreError as exc:  # the prompt history is a convenience: the turn went on
+            emit(Notice(f"the prompt history was not updated: {exc}", kind="warning"))
+        except Exception:  # still running after 5 s (a lock held elsewhere): it finishes on its own
+            pass
 
     def _notes_block(self, notes: NoteStore | None, emit: Callable[[Event], None]) -> str:
         if notes is None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +35,39 @@ def _is_agent_cell(source: str) -> bool:
     return head.startswith("%shiro") or head.startswith("%%shiro")
 
 
+#: the last fingerprint of each notebook, by the file's (mtime, size, inode): a notebook with figures is
+#: megabytes of JSON (12 MB parses in ~28 ms), and a turn looks at it at its start and its end
+_LAST: dict[str, tuple[tuple[int, int, int], list[dict[str, Any]]]] = {}
+
+
 def fingerprint(path: str | Path | None) -> list[dict[str, Any]] | None:
-    """The fingerprint of every cell of the notebook at ``path``; None when it cannot be read."""
-    if path is None or not Path(path).is_file():
+    """The fingerprint of every cell of the notebook at ``path``; None when it cannot be read. Read
+    again only when the file changed since the last look (each call returns its own copy)."""
+    if path is None:
         return None
     try:
-        nb = json.loads(Path(path).read_text(encoding="utf-8"))
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    hit = _LAST.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return [dict(row) for row in hit[1]]
+    rows = _read(Path(path))
+    if rows is None:
+        _LAST.pop(str(path), None)
+        return None
+    if len(_LAST) > 16:  # a kernel sees one notebook; keep a few
+        _LAST.clear()
+    _LAST[str(path)] = (stamp, rows)
+    return [dict(row) for row in rows]
+
+
+def _read(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        nb = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(nb, dict):

@@ -10,16 +10,33 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import CorruptFile, StoreError
+
+T = TypeVar("T")
+_worker: concurrent.futures.ThreadPoolExecutor | None = None
+_worker_lock = threading.Lock()
+
+
+def background(fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
+    """Run ``fn(*args)`` on the stores' one background thread: work a turn need not wait for (the prompt
+    history, opening the session index) runs while the model answers. In order; finished at exit."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="shiro-store")
+        return _worker.submit(fn, *args)
+
 
 #: seconds to wait for another kernel holding a store's lock
 LOCK_TIMEOUT = 30.0

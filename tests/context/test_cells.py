@@ -123,3 +123,21 @@ def test_an_edit_between_turns_reaches_the_next_request(fake_openai, tmp_path):
         "- edited cell 2: x = 2  # changed by hand\n"
         "- added cell 6: plot(x)"
     ) in second
+
+
+def test_an_unchanged_notebook_is_read_once_and_a_changed_one_again(tmp_path, monkeypatch):
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 1", execution_count=1)]), str(path))
+    reads: list[object] = []
+    real = cells._read
+    monkeypatch.setattr(cells, "_read", lambda p: reads.append(p) or real(p))
+    first = cells.fingerprint(path)
+    second = cells.fingerprint(path)  # the end of the same turn: the file did not change
+    assert first == second and len(reads) == 1
+    second[0]["count"] = 99  # each call gets its own copy
+    assert cells.fingerprint(path)[0]["count"] == 1 and len(reads) == 1
+    nbformat.write(new_notebook(cells=[new_code_cell("x = 2", execution_count=2)]), str(path))
+    third = cells.fingerprint(path)
+    assert len(reads) == 2 and third[0]["count"] == 2 and third[0]["sha1"] != first[0]["sha1"]
+    path.unlink()
+    assert cells.fingerprint(path) is None

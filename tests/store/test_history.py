@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import multiprocessing
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from shiro_kernel.store.history import LIMIT, PromptHistory, format_history, history_path
 from shiro_kernel.store.paths import home, project_slug
@@ -93,3 +96,31 @@ def test_format_history() -> None:
     assert lines[0] == " 1  p1"
     assert lines[-2:] == ["11  two", "    lines"]
     assert format_history(entries, limit=2).splitlines() == ["10  p10", "11  two", "    lines"]
+
+
+def test_a_turn_records_its_prompt_off_its_path_and_warns_once_when_it_cannot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: Any
+) -> None:
+    from fakeopenai import Reply
+
+    from shiro_kernel.agent import Agent
+    from shiro_kernel.config import Shiro
+    from shiro_kernel.events import Event, Notice
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-history")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.chdir(tmp_path)
+    agent = Agent(None, Shiro(model="gpt-4o-mini"))
+    fake_openai.enqueue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    assert agent.ask("first question").reason == "answered"
+    assert agent.history().entries() == ["first question"]  # written by the time the turn ended
+    (home() / "history").rename(home() / "history-moved")
+    (home() / "history").write_text("not a folder")  # the history cannot be written any more
+    events: list[Event] = []
+    assert agent.ask("second question", on_event=events.append).reason == "answered"
+    warnings = [e.text for e in events if isinstance(e, Notice) and "prompt history" in e.text]
+    assert len(warnings) == 1 and warnings[0].startswith("the prompt history was not updated")
+    events.clear()
+    assert agent.ask("third question", on_event=events.append).reason == "answered"
+    assert not [e for e in events if isinstance(e, Notice) and "prompt history" in e.text]  # once, not per turn
+    agent.close()
