@@ -180,6 +180,18 @@ class TokenMeter:
         self.last = _tokens(total, len(messages))
         return self.last
 
+    def cold_for(self, messages: list[Message]) -> bool:
+        """Would :meth:`estimate` measure most of ``messages`` (a new turn on a long resumed history)?"""
+        return len(self._cache) < len(messages) // 2
+
+    def adopt(self, messages: list[Message], totals: list[int]) -> int:
+        """Take the lengths a full measuring pass found (``totals[i]`` is ``message_chars(messages[i])``)
+        as this meter's cache, as :meth:`estimate` would have left it; returns the estimate."""
+        self._cache = {id(m): (m, _signature(m), n) for m, n in zip(messages, totals, strict=True)}
+        self.serialised = len(messages)
+        self.last = _tokens(sum(totals), len(messages))
+        return self.last
+
     def percent(self, threshold: int = DEFAULT_THRESHOLD) -> int:
         """The latest estimate as a percentage of ``threshold``."""
         return percent(self.last, threshold)
@@ -342,11 +354,40 @@ def _plan(messages: list[Message], keep: int) -> tuple[Plan, tuple[int, int] | N
 
 class _Sizes:
     """Every part's serialised length without its item id, measured once per prune, so that each
-    candidate plan is measured by addition."""
+    candidate plan is measured by addition. The same pass gives the history's estimate (``tokens``, equal
+    to :func:`estimate_tokens`) and whether the reasoning-only plan would change anything (``strippable``:
+    reasoning, an item id, a result without its call, or an empty message)."""
 
     def __init__(self, messages: list[Message]) -> None:
         self.messages = messages
-        self.part = {id(p): part_chars(p, with_id=False) for m in messages for p in m.parts}
+        part: dict[int, int] = {}
+        totals: list[int] = []
+        strippable = False
+        calls: set[str] = set()
+        for m in messages:
+            if not m.parts:
+                strippable = True
+            sizes = []
+            for p in m.parts:
+                size = part_chars(p, with_id=False)
+                part[id(p)] = size
+                kind = type(p)
+                if kind is ToolCallPart:
+                    calls.add(p.call_id)  # type: ignore[union-attr]
+                elif kind is ToolResultPart:
+                    if p.call_id not in calls:  # type: ignore[union-attr]
+                        strippable = True
+                elif kind is not TextPart:
+                    strippable = True  # reasoning (or a part kind the plan may treat differently)
+                if p.item_id is not None:
+                    size += _ITEM_ID + _json_len(p.item_id)
+                    strippable = True
+                sizes.append(size)
+            totals.append(_message_chars(m.role, sizes))
+        self.part = part
+        self.totals = totals  # each message's serialised length, item ids included
+        self.tokens = _tokens(sum(totals), len(messages))
+        self.strippable = strippable
 
     def chars(self, plan: Plan) -> int:
         part = self.part
@@ -400,16 +441,24 @@ def prune_to_fit(
 ) -> PruneResult:
     """The wire copy of ``messages`` that fits ``threshold`` estimated tokens (see module doc)."""
     n = len(messages)
-    est = meter.estimate(messages) if meter is not None else estimate_tokens(messages)
+    sizes: _Sizes | None = None
+    if meter is not None and not meter.cold_for(messages):
+        est = meter.estimate(messages)  # a later step: only what changed is measured
+    else:  # one pass measures the parts for the ladder and gives the estimate (and warms the meter)
+        sizes = _Sizes(messages)
+        est = sizes.tokens if meter is None else meter.adopt(messages, sizes.totals)
     if est <= threshold:
         return PruneResult(messages, n, n, False, None, est, est)
-    sizes = _Sizes(messages)
-    # 1. reasoning first, and every provider id (a pruned request is always inline)
-    plan, _ = _plan(messages, n)
-    tokens = _tokens(sizes.chars(plan), len(plan))
-    if tokens <= threshold:
-        wire = _build(messages, plan)
-        return PruneResult(wire, n, len(wire), True, None, est, tokens)
+    if sizes is None:
+        sizes = _Sizes(messages)
+    # 1. reasoning first, and every provider id (a pruned request is always inline); nothing to gain when
+    #    there is neither (the plan would be the history itself, still over the threshold)
+    if sizes.strippable:
+        plan, _ = _plan(messages, n)
+        tokens = _tokens(sizes.chars(plan), len(plan))
+        if tokens <= threshold:
+            wire = _build(messages, plan)
+            return PruneResult(wire, n, len(wire), True, None, est, tokens)
     # 2. the keep-tail ladder (reasoning stays stripped): each rung measured, only the chosen one built
     user_chars = _MESSAGE + _json_len("user") + _TEXT
     for index, keep in enumerate(LADDER):

@@ -282,3 +282,34 @@ def test_stripping_reasoning_alone_adds_no_digest():
     msgs = history(20, reasoning=3_000)
     res = prune_to_fit(msgs, estimate_tokens(msgs) // 2)
     assert res.changed and not any("[context pruned" in m.text for m in res.messages)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_one_pass_measure_agrees_with_the_estimate_and_the_meter(seed):
+    """The ladder's one measuring pass gives exactly the estimate, with or without a warm meter, and the
+    same pruned request either way (the shortcut past the reasoning-only plan changes nothing)."""
+    from shiro_kernel.context.prune import _Sizes
+
+    rng = random.Random(seed)
+    msgs = random_history(rng)
+    if seed % 4 == 0:  # plain histories too: no reasoning, no ids (the shortcut's case)
+        msgs = [
+            Message(m.role, [p for p in m.parts if not isinstance(p, ReasoningPart)])
+            for m in msgs
+            if m.role != "system"
+        ]
+        for m in msgs:
+            for p in m.parts:
+                p.item_id = None
+        msgs = [m for m in msgs if m.parts]
+    assert _Sizes(msgs).tokens == estimate_tokens(msgs)
+    for threshold in (1, 50, 500, 5_000, 10**9):
+        cold = prune_to_fit(msgs, threshold)
+        meter = TokenMeter()
+        warm = prune_to_fit(msgs, threshold, meter=meter)
+        assert cold == warm
+        # the first pass warmed the meter: the next step measures nothing it has seen
+        assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
+        assert prune_to_fit(msgs, threshold, meter=meter) == cold
+        assert cold.tokens_before == estimate_tokens(msgs)
+        assert stranded(cold.messages) == [] and cold.messages
