@@ -12,7 +12,8 @@ ends before this competes with it for the interpreter), in order:
 3. the modules a turn imports on first use (the agent, the turn loop, the tools, the stores, the views,
    ``mistune`` for the Markdown of the answer, ``filelock`` for the stores: ~0.3 s).
 
-4. one Markdown rendering: ``mistune`` builds its parser on first use (~40 ms), and keeps no state
+4. the stores' background thread (:func:`~shiro_kernel.store.files.background`) is started;
+5. one Markdown rendering: ``mistune`` builds its parser on first use (~40 ms), and keeps no state
    between calls.
 
 Nothing else: no state a turn could be using at the same moment. Each step fails
@@ -43,6 +44,8 @@ TURN_MODULES = (
     "shiro_kernel.ui.session_text",
     "filelock",
     "mistune",
+    "concurrent.futures.thread",  # the stores' background thread
+    "encodings.idna",  # the first connection encodes the server's host name with it
 )
 
 
@@ -71,6 +74,12 @@ def _warm() -> None:
         from ..tools import all_tools
 
         all_tools()  # imports each tool's module
+    except Exception:
+        pass
+    try:
+        from ..store import files
+
+        files.background(lambda: None)  # start the stores' background thread (the prompt history uses it)
     except Exception:
         pass
     try:
