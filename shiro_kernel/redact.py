@@ -142,25 +142,6 @@ def _fragments(text: str, names: dict[str, str]) -> str:
     return text
 
 
-def safe_url(url: str) -> str:
-    """A URL fit to show: without its user information and query string (``http://host:port/v1``)."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return redact(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6
-        host = f"[{host}]"
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    netloc = host + (f":{port}" if port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 def subprocess_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a command the agent runs: this one without the API key."""
     env = dict(os.environ if environ is None else environ)
@@ -174,7 +155,6 @@ __all__ = [
     "SECRET_NAME",
     "patterns",
     "redact",
-    "safe_url",
     "secrets",
     "set_patterns",
     "subprocess_env",

@@ -5,7 +5,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from shiro_kernel.magics import claim_question_lines, parse_line
-from shiro_kernel.provider.client import redact
+from shiro_kernel.provider.failures import redact
 from shiro_kernel.provider.pricing import cost_usd
 from shiro_kernel.store.ids import now_iso, uuid7
 

@@ -9,6 +9,7 @@ from traitlets import TraitError
 
 from shiro_kernel import redact as r
 from shiro_kernel.config import Shiro
+from shiro_kernel.provider.failures import safe_url
 from shiro_kernel.text import cut
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
 from shiro_kernel.transcript import ToolCallPart
@@ -48,7 +49,7 @@ def test_pieces_left_at_a_cut_are_redacted_too() -> None:
 def test_url_passwords_and_secret_query_values_are_removed() -> None:
     out = r.redact("GET https://bob:s3cret-pass@example.com/x?api_key=AAA&page=2&X-Amz-Signature=BBB ok")
     assert out == "GET https://bob:[redacted]@example.com/x?api_key=[redacted]&page=2&X-Amz-Signature=[redacted] ok"
-    assert r.safe_url("http://user:pw@127.0.0.1:8080/v1?key=1") == "http://127.0.0.1:8080/v1"
+    assert safe_url("http://user:pw@127.0.0.1:8080/v1?key=1") == "http://127.0.0.1:8080/v1"
 
 
 def test_shiro_redact_adds_patterns_and_refuses_bad_ones() -> None:

@@ -19,14 +19,8 @@ from fakeopenai import FakeOpenAI, Fault, Reply
 from faultlog import record
 
 from shiro_kernel.events import Done, Error, TextDelta
-from shiro_kernel.provider.client import (
-    IMAGES_UNSUPPORTED,
-    Provider,
-    ProviderSettings,
-    error_kind,
-    redact,
-    safe_url,
-)
+from shiro_kernel.provider.client import Provider, ProviderSettings
+from shiro_kernel.provider.failures import IMAGES_UNSUPPORTED, error_kind, redact, safe_url
 from shiro_kernel.transcript import Message
 
 KEY = "sk-client-TEST-key-never-shown-0123456789"
