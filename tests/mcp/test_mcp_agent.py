@@ -166,6 +166,10 @@ def test_mcp_command_lists_servers_tools_and_http(project: Path, fake_openai: An
             assert SECRET not in text  # ${VAR} values never shown
             assert command(agent, "/mcp bogus").startswith("usage: /mcp")
             assert "no MCP server named" in command(agent, "/mcp restart nope")
+            # a call over streamable HTTP: its result reaches the next request
+            fake_openai.enqueue(Reply(tool_calls=[Call("mcp__web__echo", {"text": "over http"})]), Reply(text="ok"))
+            assert agent.ask("echo over http").reason == "answered"
+            assert any("over http" in o for o in _outputs(fake_openai.requests[-1].body))
         finally:
             agent.close()
     # after close no server process is left
