@@ -389,7 +389,9 @@ class Turn:
         def job() -> ToolResultPart:
             return run_tool(self.tools, call, ctx)
 
-        return self.options.runner(job) if self.options.runner else job()
+        tool = self.tools.get(call.name)
+        on_kernel = tool is None or tool.kernel_thread
+        return self.options.runner(job) if self.options.runner and on_kernel else job()
 
 
 def _cap_step(results: list[ToolResultPart]) -> None:

@@ -294,7 +294,7 @@ class McpManager(SessionHost):
         def run(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
             return self._call(server, gen, tool_name, clean_arguments(args, loose) if strict else args, ctx)
 
-        tool = Tool(name, cut_description(text), params, run, mutates=not read_only)
+        tool = Tool(name, cut_description(text), params, run, mutates=not read_only, kernel_thread=False)
         self._built[(entry.gen, name)] = (spec, tool)
         return tool
 
@@ -310,10 +310,24 @@ class McpManager(SessionHost):
             raise ToolError("stopped by the user before the MCP request was sent")
         future = loop.submit(self._acall(entry, tool, args, ctx.progress))
         deadline = time.monotonic() + self.call_timeout_s if self.call_timeout_s else None
+        try:
+            result = self._wait(future, server, abort, deadline)
+        except KeyboardInterrupt:  # a kernel interrupt (or the turn's time limit): cancel the request, then stop
+            future.cancel()
+            raise
+        return convert_result(result, entry.config.redact_output)
+
+    def _wait(
+        self,
+        future: concurrent.futures.Future[Any],
+        server: str,
+        abort: threading.Event | None,
+        deadline: float | None,
+    ) -> Any:
+        """The call's result; Stop and the call timeout cancel the request (the SDK tells the server)."""
         while True:
             try:
-                result = future.result(timeout=0.05)
-                break
+                return future.result(timeout=0.05)
             except concurrent.futures.TimeoutError:
                 pass
             except concurrent.futures.CancelledError:
@@ -324,6 +338,5 @@ class McpManager(SessionHost):
             if deadline is not None and time.monotonic() > deadline:
                 future.cancel()
                 raise ToolError(f"no answer from MCP server '{server}' within {self.call_timeout_s:g} s; cancelled")
-        return convert_result(result, entry.config.redact_output)
 
     # -- internals (loop thread) --------------------------------------------------------------

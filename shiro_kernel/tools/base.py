@@ -110,6 +110,9 @@ class Tool:
     run: Callable[[dict[str, Any], ToolContext], str | ToolOutput]
     #: True for tools that change something (run code, write files, shell): they need approval
     mutates: bool = False
+    #: False for tools that never touch the kernel's namespace or shell (an MCP server's): a background turn
+    #: runs them on its own thread, so the kernel stays responsive and Stop reaches them at once
+    kernel_thread: bool = True
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

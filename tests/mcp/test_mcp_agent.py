@@ -44,7 +44,11 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: Any) -
     monkeypatch.setenv("MCP_AGENT_TOKEN", SECRET)
     monkeypatch.chdir(tmp_path)
     servers = {
-        "sdk": {"command": PY, "args": [SDK_SERVER], "env": {"SERVICE_TOKEN": "${MCP_AGENT_TOKEN}"}},
+        "sdk": {
+            "command": PY,
+            "args": [SDK_SERVER],
+            "env": {"SERVICE_TOKEN": "${MCP_AGENT_TOKEN}", "MCP_TEST_MARKERS": str(tmp_path)},
+        },
         "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
     }
     (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
@@ -264,3 +268,35 @@ def test_a_servers_secret_env_never_reaches_the_model_or_the_record(agent: Agent
     agent.save_now()
     record = agent.store.path_for(agent.session.id).read_text()
     assert "mcp__sdk__getenv" in record and SECRET not in record
+
+
+def test_a_background_turn_runs_mcp_calls_off_the_kernel_thread(agent: Agent, fake_openai: Any) -> None:
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("mcp__sdk__echo", {"text": "off the kernel"}), Call("inspect", {"names": None})]),
+        Reply(text="ok"),
+    )
+    on_kernel: list[str] = []
+
+    def runner(job: Any) -> Any:  # the live view's: post the job to the kernel's thread and wait
+        result = job()
+        on_kernel.append(result.name)
+        return result
+
+    end = agent.ask("both", headless=False, approver=lambda c, t: "approve", runner=runner)
+    assert end.reason == "answered"
+    assert on_kernel == ["inspect"]  # the MCP call ran on the turn's own thread
+
+
+def test_a_kernel_interrupt_during_an_mcp_call_cancels_the_request(agent: Agent, project: Path) -> None:
+    import _thread
+
+    from shiro_kernel.tools import ToolContext
+
+    tools = agent.mcp.tools_for_turn(project, lambda e: None)
+    slow = tools["mcp__sdk__slow"]
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        slow.run({"seconds": 30}, ToolContext(root=project))
+    assert time.monotonic() - started < 5
+    assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
