@@ -7,8 +7,7 @@ dispatcher and ``/help`` are both made from it. A command that fails raises; :fu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -120,8 +119,7 @@ def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
 
-@dataclass(frozen=True)
-class Command:
+class Command(NamedTuple):
     run: Callable[[Agent, str], str]
     usage: str  # as /help shows it
     help: str

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -30,10 +29,18 @@ if TYPE_CHECKING:
 SESSION_SWITCHES = ("new", "cont", "resume")
 
 
-@dataclass
 class Parsed:
-    prompt: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
+    """A ``%shiro`` line: the options read from its start, and the prompt (a plain class: ``%load_ext``
+    imports this module, and a dataclass costs ~1 ms to create)."""
+
+    __slots__ = ("options", "prompt")
+
+    def __init__(self, prompt: str = "", options: dict[str, Any] | None = None) -> None:
+        self.prompt = prompt
+        self.options: dict[str, Any] = {} if options is None else options
+
+    def __repr__(self) -> str:
+        return f"Parsed(prompt={self.prompt!r}, options={self.options!r})"
 
 
 def _declare(fn: Any) -> Any:
