@@ -6,5 +6,5 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet -e . 2>&1 | grep -v "is ignored" || true
+.venv/bin/python -m pip install --quiet -e '.[mcp]' 2>&1 | grep -v "is ignored" || true
 exec .venv/bin/jupyter lab binder/demo.ipynb "$@"

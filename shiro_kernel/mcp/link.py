@@ -39,6 +39,17 @@ if TYPE_CHECKING:
     from .server import McpKernelServer
 
 APPROVAL_WAIT_S = 300.0
+NOT_INSTALLED = (
+    "MCP needs the mcp package, which is not installed in this kernel: run %pip install 'mcp>=2.3,<3' "
+    "(or install shiro-kernel[mcp]) and restart the kernel"
+)
+
+
+def installed() -> bool:
+    """Is the MCP SDK importable here (without importing it)?"""
+    import importlib.util
+
+    return importlib.util.find_spec("mcp") is not None
 #: how much of another agent's call a note keeps (arguments, result)
 NOTE_ARGS_CHARS, NOTE_RESULT_CHARS = 1_000, 2_000
 EXTERNAL_NOTE = "[{client} used this kernel through MCP: {tool}({args})]\n{result}"
@@ -55,6 +66,7 @@ class McpLink:
         self._parent: dict[str, Any] | None = None  # the /mcp serve cell (approval buttons go there)
         self._always: set[tuple[str, str]] = set()  # (client, tool) allowed for this session
         self.asking: Any = None  # the approval box shown last (its buttons), for tests and tools
+        self._told_missing = False  # the "mcp is not installed" notice is shown once per kernel
 
     # -- the client side ---------------------------------------------------------------------------
     def configured(self, root: Path) -> bool:
@@ -73,6 +85,11 @@ class McpLink:
     ) -> dict[str, Tool]:
         """The ready servers' tools for a turn (waiting for servers still starting); {} with none."""
         if self.manager is None and not self.configured(root):
+            return {}
+        if self.manager is None and not installed():
+            if not self._told_missing:
+                self._told_missing = True
+                emit(Notice(f"{NOT_INSTALLED}; the configured MCP servers are not started", kind="warning"))
             return {}
         manager = self._manager(root)
         if not manager.wait_ready(0.2):
@@ -98,6 +115,8 @@ class McpLink:
                 f"No MCP servers configured. Add them to {root / '.mcp.json'} "
                 "or with %config Shiro.mcp_servers = {...}."
             )
+        elif self.manager is None and not installed():
+            text = f"{NOT_INSTALLED}."
         else:
             manager = self._manager(root)
             manager.wait_ready(2.0)  # a server that starts quickly shows as ready
@@ -122,6 +141,8 @@ class McpLink:
         """``/mcp serve``: start (or show) the kernel's MCP server; the text to show."""
         from ..ui.kernel import cell_parent, running_loop
 
+        if not installed():
+            return f"{NOT_INSTALLED}."
         shell = self.agent.shell
         self._loop = running_loop(shell)
         self._parent = cell_parent(shell)

