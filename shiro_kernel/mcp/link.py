@@ -50,6 +50,8 @@ def installed() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("mcp") is not None
+
+
 #: how much of another agent's call a note keeps (arguments, result)
 NOTE_ARGS_CHARS, NOTE_RESULT_CHARS = 1_000, 2_000
 EXTERNAL_NOTE = "[{client} used this kernel through MCP: {tool}({args})]\n{result}"
@@ -63,7 +65,9 @@ class McpLink:
         self._notes: list[Message] = []  # other agents' calls not yet in the session
         self._lock = threading.Lock()
         self._loop: Any = None  # the kernel's asyncio loop (calls from other agents run there)
-        self._parent: dict[str, Any] | None = None  # the /mcp serve cell (approval buttons go there)
+        #: a widget under the ``/mcp serve`` cell (with a widget frontend) that approval requests are added
+        #: to: widget updates reach the cell after it finished, whatever the frontend does with late outputs
+        self._panel: Any = None
         self._always: set[tuple[str, str]] = set()  # (client, tool) allowed for this session
         self.asking: Any = None  # the approval box shown last (its buttons), for tests and tools
         self._told_missing = False  # the "mcp is not installed" notice is shown once per kernel
@@ -139,13 +143,12 @@ class McpLink:
     # -- the server side ---------------------------------------------------------------------------
     def serve(self) -> str:
         """``/mcp serve``: start (or show) the kernel's MCP server; the text to show."""
-        from ..ui.kernel import cell_parent, running_loop
+        from ..ui.kernel import running_loop, widget_frontend
 
         if not installed():
             return f"{NOT_INSTALLED}."
         shell = self.agent.shell
         self._loop = running_loop(shell)
-        self._parent = cell_parent(shell)
         if self.server is None:
             from .server import McpKernelServer
 
@@ -156,6 +159,12 @@ class McpLink:
             self.server.start()
         except Exception as exc:
             return f"could not start the MCP server: {type(exc).__name__}: {exc}"
+        if self._loop is not None and widget_frontend(shell, self.agent.config.frontend):
+            import ipywidgets as W
+            from IPython.display import display
+
+            self._panel = W.VBox([])
+            display(self._panel)  # in this cell: approval requests from other agents appear here
         return self.server.config_text()
 
     def stop_serving(self) -> str:
@@ -163,6 +172,9 @@ class McpLink:
             return "The MCP server is not running."
         self.server.stop()
         self._always.clear()
+        if self._panel is not None:
+            self._panel.close()
+            self._panel = None
         return "Stopped the MCP server: its URL and token no longer work."
 
     def _context(self) -> ToolContext:
@@ -204,9 +216,8 @@ class McpLink:
             return False
         if (client, call.name) in self._always:
             return True
-        from ..ui.kernel import widget_frontend
-
-        if self._loop is None or not widget_frontend(self.agent.shell, self.agent.config.frontend):
+        loop = self._loop
+        if loop is None or self._panel is None:
             return False  # nobody can be asked: refused, as a headless turn refuses
         answered = threading.Event()
         verdict: list[str] = []
@@ -215,7 +226,7 @@ class McpLink:
             verdict.append(value)
             answered.set()
 
-        self._loop.call_soon_threadsafe(lambda: self._ask(client, call, answer))
+        loop.call_soon_threadsafe(lambda: self._ask(client, call, answer))
         if not answered.wait(APPROVAL_WAIT_S):
             return False
         if verdict[0] == "always":
@@ -229,7 +240,6 @@ class McpLink:
         import ipywidgets as W
 
         from ..ui.approval import preview
-        from ..ui.kernel import kernel_publisher
 
         title, body = preview(call, self.agent.root)
         label = W.HTML(
@@ -252,7 +262,7 @@ class McpLink:
         for button, value in zip(buttons, ("approve", "deny", "always"), strict=True):
             button.on_click(lambda _b, v=value: click(v))
         self.asking = box
-        kernel_publisher(self.agent.shell)(box._repr_mimebundle_(), self._parent)
+        self._panel.children = (*self._panel.children[-19:], box)  # the newest 20 requests stay
 
     def _record(self, client: str, tool: str, args: dict[str, Any], result: str) -> None:
         """Keep what another agent did: in the session now, or when the running turn ends."""

@@ -261,3 +261,58 @@ def test_figures_show_under_their_row_live_and_after_reopening(lab: Lab, page: A
     reopened.wait_for(timeout=30_000)
     assert reopened.evaluate("img => img.naturalWidth") > 100
     shot(page, "figure-reopened")
+
+
+def test_another_agent_asks_approval_under_the_serve_cell(lab: Lab, page: Any) -> None:
+    """``%shiro /mcp serve`` in JupyterLab: another agent's ``python`` call waits for the buttons under the
+    serve cell; approved, it runs in the kernel the notebook uses."""
+    import asyncio
+    import re
+    import threading
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import Implementation
+
+    write_notebook(lab.root / "serve.ipynb", ["%load_ext shiro_kernel", "%shiro /mcp serve"])
+    open_notebook(page, lab, "serve.ipynb")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    out = cell_output(page, 1)
+    out.get_by_text("Bearer token:").wait_for(timeout=30_000)
+    shown = out.inner_text()
+    url, token = re.search(r"MCP server for this kernel: (\S+)", shown), re.search(r"Bearer token: (\S+)", shown)
+    assert url and token, shown
+    result: dict[str, str] = {}
+
+    def another_agent() -> None:
+        async def call() -> str:
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token.group(1)}"})
+            client = Client(
+                streamable_http_client(url.group(1), http_client=http),
+                client_info=Implementation(name="claude-code", version="2.0"),
+            )
+            async with client:
+                answer = await client.call_tool("python", {"code": "from_mcp = 6 * 7\nprint('made it')"})
+                return "".join(getattr(c, "text", "") for c in answer.content)
+
+        result["text"] = asyncio.run(call())
+
+    caller = threading.Thread(target=another_agent, daemon=True)  # Playwright's loop owns this thread
+    caller.start()
+    approve = out.locator("button", has_text="Approve")
+    approve.wait_for(state="visible", timeout=30_000)
+    assert "claude-code 2.0 (MCP) wants to run this Python in your kernel" in " ".join(out.inner_text().split())
+    assert "from_mcp = 6 * 7" in out.inner_text()
+    shot(page, "mcp-serve-approval")
+    approve.click()
+    caller.join(30)
+    assert "made it" in result.get("text", ""), result
+    out.get_by_text("claude-code 2.0: python approved").wait_for(timeout=30_000)
+    kernel_value = page.evaluate("""async () => {
+        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+        let out = '';
+        const f = k.requestExecute({code: 'print(from_mcp)', silent: true, store_history: false});
+        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
+        await f.done; return out; }""")
+    assert kernel_value.strip() == "42"  # the other agent's code ran in this notebook's kernel

@@ -217,17 +217,16 @@ def test_serve_approval_follows_shiro_approval(agent: Agent) -> None:
     assert agent.mcp._approve("x", call) is False
 
 
-def test_serve_approval_buttons_under_the_serve_cell(agent: Agent, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_serve_approval_buttons_under_the_serve_cell(agent: Agent) -> None:
     import asyncio
 
+    import ipywidgets as W
+
     from shiro_kernel.transcript import ToolCallPart
-    from shiro_kernel.ui import kernel as kernel_hooks
 
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
-    published: list[dict[str, Any]] = []
-    monkeypatch.setattr(kernel_hooks, "kernel_publisher", lambda shell: lambda bundle, parent: published.append(bundle))
-    agent.config.frontend = "widgets"
+    agent.mcp._panel = W.VBox([])  # what /mcp serve displays under its cell with a widget frontend
     agent.mcp._loop = loop
     call = ToolCallPart("c1", "python", '{"code": "x = 1"}')
     try:
@@ -243,7 +242,7 @@ def test_serve_approval_buttons_under_the_serve_cell(agent: Agent, monkeypatch: 
             asker.join(5)
             assert verdict == [expected]
             assert row.layout.display == "none"
-        assert "application/vnd.jupyter.widget-view+json" in published[-1]
+        assert agent.mcp.asking in agent.mcp._panel.children and len(agent.mcp._panel.children) == 2
         agent.mcp.asking = None
         assert agent.mcp._approve("codex 1.0", call) is True and agent.mcp.asking is None  # always: not asked
         # "Always" was for that client only: another one is asked again
