@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -316,3 +317,43 @@ def test_another_agent_asks_approval_under_the_serve_cell(lab: Lab, page: Any) -
         f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
         await f.done; return out; }""")
     assert kernel_value.strip() == "42"  # the other agent's code ran in this notebook's kernel
+
+
+def test_an_mcp_tools_progress_shows_in_its_live_row(lab: Lab, page: Any) -> None:
+    """The user's MCP server (``Shiro.mcp_servers``) in a live turn: its progress notifications update the
+    running call's row while it runs, and the answer ends the turn."""
+    import sys
+
+    server = Path(__file__).resolve().parents[1] / "mcp" / "mcp_servers" / "sdk_server.py"
+    lab.fake.enqueue(
+        Reply(text="Asking the server.", tool_calls=[Call("mcp__sdk__slow", {"seconds": 4})]),
+        Reply(text="The server slept **4 s**."),
+    )
+    config = json.dumps({"sdk": {"command": sys.executable, "args": [str(server)]}})
+    write_notebook(
+        lab.root / "mcp.ipynb",
+        [
+            "%load_ext shiro_kernel",
+            f'%config Shiro.approval = "auto"\n%config Shiro.mcp_servers = {config}',
+            "%shiro let the server sleep",
+        ],
+    )
+    open_notebook(page, lab, "mcp.ipynb")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    view = cell_output(page, 2).locator(".shiro-turn-view")
+    view.wait_for(timeout=30_000)
+    # the running row shows the server's progress, and it moves
+    view.get_by_text(re.compile(r"mcp__sdk__slow.*sleeping \(\d+/40\)")).wait_for(timeout=30_000)
+    first = re.search(r"sleeping \((\d+)/40\)", view.inner_text())
+    assert first
+    page.wait_for_function(
+        """([n]) => { const m = document.body.innerText.match(/sleeping \\((\\d+)\\/40\\)/);
+                      return !m || Number(m[1]) > n; }""",
+        arg=[int(first.group(1))],
+        timeout=30_000,
+    )
+    shot(page, "mcp-progress-live")
+    turn = cell_output(page, 2).locator(".jp-RenderedShiroTurn")
+    turn.wait_for(timeout=30_000)
+    turn.get_by_text("The server slept 4 s.").wait_for(timeout=30_000)
+    assert "mcp__sdk__slow" in turn.inner_text() and "· ok" in turn.inner_text()
