@@ -134,6 +134,8 @@ class McpLink:
         return text
 
     def restart(self, root: Path, name: str | None) -> str:
+        if not installed():
+            return f"{NOT_INSTALLED}."
         manager = self._manager(root)
         if name and name not in {s.name for s in manager.statuses()}:
             return f"no MCP server named {name!r}; see %shiro /mcp"

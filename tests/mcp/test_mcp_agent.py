@@ -316,3 +316,4 @@ def test_without_the_mcp_package_one_clear_notice(
     assert not any(n.startswith("mcp__") for n in _tool_names(fake_openai.requests[0].body))
     assert command(agent, "/mcp").startswith("MCP needs the mcp package")
     assert command(agent, "/mcp serve").startswith("MCP needs the mcp package")
+    assert command(agent, "/mcp restart").startswith("MCP needs the mcp package")
