@@ -137,7 +137,9 @@ COMMANDS: dict[str, Command] = {
     "/cost": Command(_cost, "/cost", "tokens and cost of this session"),
     "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
     "/history": Command(_history, "/history", "this project's prompt history"),
-    "/mcp": Command(_mcp, "/mcp [serve|stop]", "MCP servers and their tools; serve this kernel to other agents"),
+    "/mcp": Command(
+        _mcp, "/mcp [serve|stop|restart]", "MCP servers and their tools; serve this kernel to other agents"
+    ),
     "/help": Command(_help, "/help", "this list"),
 }
 

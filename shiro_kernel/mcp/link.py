@@ -125,7 +125,8 @@ class McpLink:
             manager = self._manager(root)
             manager.wait_ready(2.0)  # a server that starts quickly shows as ready
             text = manager.status_text()
-            notices = manager.drain_notices()
+            # each server's failure is in the list already; what is not (a broken .mcp.json) is added
+            notices = [n for n in manager.drain_notices() if not n.startswith("MCP server '")]
             if notices:
                 text += "\n" + "\n".join(notices)
         info = self.server.info if self.server is not None else None
