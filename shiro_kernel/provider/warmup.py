@@ -12,7 +12,8 @@ ends before this competes with it for the interpreter), in order:
 3. the modules a turn imports on first use (the agent, the turn loop, the tools, the stores, the views,
    ``mistune`` for the Markdown of the answer, ``filelock`` for the stores: ~0.3 s).
 
-4. the stores' background thread (:func:`~shiro_kernel.store.files.background`) is started;
+4. the stores' background thread (:func:`~shiro_kernel.store.files.background`) is started, and the
+   session index opened and brought up to date (:func:`~shiro_kernel.store.index.preopen`);
 5. one Markdown rendering: ``mistune`` builds its parser on first use (~40 ms), and keeps no state
    between calls.
 
@@ -78,8 +79,11 @@ def _warm() -> None:
         pass
     try:
         from ..store import files
+        from ..store.index import preopen
+        from ..store.paths import home
 
         files.background(lambda: None)  # start the stores' background thread (the prompt history uses it)
+        preopen(home() / "sessions")  # the first turn asks it which session this notebook continues
     except Exception:
         pass
     try:

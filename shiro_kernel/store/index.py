@@ -123,6 +123,30 @@ def _info(row: tuple[object, ...]) -> SessionInfo:
     )
 
 
+#: connections opened ahead of their first use (:func:`preopen`, by the warm-up thread), by index path; the
+#: first :class:`SessionIndex` of that path takes its connection (SQLite connections here are not bound to
+#: the thread that opened them)
+_PREOPENED: dict[str, sqlite3.Connection] = {}
+_PREOPENED_LOCK = threading.Lock()
+
+
+def preopen(folder: Path) -> None:
+    """Open the index of ``folder`` and bring it up to date with the records, for the first ``%shiro`` of a
+    kernel to find ready (the warm-up does this right after ``%load_ext``). Does nothing if it exists."""
+    index = SessionIndex(folder)
+    with _PREOPENED_LOCK:
+        if str(index.path) in _PREOPENED or not index.folder.is_dir():
+            return
+    with index._lock:
+        db = index._connect()
+        index._reconcile_if_stale(db)
+    with _PREOPENED_LOCK:
+        if str(index.path) in _PREOPENED:
+            db.close()
+        else:
+            _PREOPENED[str(index.path)] = db
+
+
 class SessionIndex:
     """The index of the records in ``folder`` (the file ``folder/index.sqlite``)."""
 
@@ -136,6 +160,11 @@ class SessionIndex:
     def _connect(self) -> sqlite3.Connection:
         if self._db is not None:
             return self._db
+        with _PREOPENED_LOCK:
+            ready = _PREOPENED.pop(str(self.path), None)
+        if ready is not None:
+            self._db = ready
+            return ready
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             db = self._open(self.path)

@@ -536,3 +536,33 @@ def test_a_long_burst_of_changes_still_writes_every_max_wait(tmp_path):
     saver.close()
     assert written_during >= 2  # about one write per 0.5 s of continuous changes
     assert store.load(s.id) is not None and len(store.load(s.id).messages) == len(s.messages)
+
+
+def test_a_preopened_index_is_taken_by_the_first_store_and_is_up_to_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shiro_kernel.store import index as index_module
+    from shiro_kernel.transcript import Message
+
+    folder = tmp_path / "sessions"
+    first = SessionStore(folder)
+    s = Session()
+    s.messages.append(Message.user("written by an earlier kernel"))
+    first.save(s)
+    first.index.close()
+    later = Session()
+    later.messages.append(Message.user("written behind the index's back"))
+    SessionStore(tmp_path / "elsewhere").save(later)
+    os.replace(tmp_path / "elsewhere" / f"{later.id}.json", folder / f"{later.id}.json")
+    index_module.preopen(folder)  # the warm-up, right after %load_ext
+    assert str(folder / INDEX_NAME) in index_module._PREOPENED
+    index_module.preopen(folder)  # twice: still one connection
+    opened: list[object] = []
+    real_open = index_module.SessionIndex._open
+    monkeypatch.setattr(index_module.SessionIndex, "_open", staticmethod(lambda p: opened.append(p) or real_open(p)))
+    store = SessionStore(folder)
+    ids = [i.id for i in store.list(15)]
+    assert opened == [] and str(folder / INDEX_NAME) not in index_module._PREOPENED  # taken, not reopened
+    assert set(ids) == {s.id, later.id}  # brought up to date with the record it had not seen
+    index_module.preopen(tmp_path / "missing")  # no folder: nothing is created
+    assert not (tmp_path / "missing").exists()
