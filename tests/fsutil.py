@@ -38,3 +38,16 @@ def read_only(folder: Path) -> Iterator[None]:
             subprocess.run(["chattr", "-i", str(folder)], check=True)
         else:
             os.chmod(folder, 0o755)
+
+
+def cut_short(path: Path, style: str) -> None:
+    """Leave only the first half of the file at ``path``, as a crash mid-write would: truncated ``"in place"``,
+    or (any other style) a half-written temporary file renamed over it."""
+    text = Path(path).read_text()
+    if style == "in place":
+        with open(path, "r+") as fh:
+            fh.truncate(len(text) // 2)
+    else:
+        tmp = Path(path).with_name(".cut.tmp")
+        tmp.write_text(text[: len(text) // 2])
+        os.replace(tmp, path)

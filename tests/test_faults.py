@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fakeopenai import Call, Fault, Reply
 from faultlog import record
+from fsutil import cut_short
 
 from shiro_kernel.context import rules
 from shiro_kernel.context.rules import pending_calls
@@ -686,14 +687,7 @@ def test_a_record_cut_short_is_set_aside_and_the_cell_says_so(shiro_shell, fake_
         )
         store.save(newest, model="m")
         path = store.path_for(newest.id)
-        text = path.read_text()
-        if style == "in place":
-            with open(path, "r+") as fh:
-                fh.truncate(len(text) // 2)
-        else:
-            tmp = path.with_name(".cut.tmp")
-            tmp.write_text(text[: len(text) // 2])
-            os.replace(tmp, path)
+        cut_short(path, style)
         shiro_shell.run_cell("%unload_ext shiro_kernel")
         shiro_shell.run_cell("%load_ext shiro_kernel")  # a new kernel for this notebook
         capsys.readouterr()

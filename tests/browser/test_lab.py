@@ -52,6 +52,21 @@ def shot(page: Any, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def kernel_print(page: Any, expression: str) -> str:
+    """What ``print(expression)`` shows in the open notebook's kernel (run silently, outside any cell)."""
+    return str(
+        page.evaluate(
+            """async code => {
+        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+        let out = '';
+        const f = k.requestExecute({code, silent: true, store_history: false});
+        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
+        await f.done; return out; }""",
+            f"print({expression})",
+        )
+    )
+
+
 def cell_output(page: Any, index: int) -> Any:
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
@@ -137,12 +152,7 @@ def test_live_turn_streams_asks_approval_and_ends_in_the_static_bundle(lab: Lab,
     assert "The answer is 42." in text and "python(answer = 6 * 7 answer) · ok" in text
     assert turn.locator("pre.shiro-tasks").inner_text().splitlines()[0] == BAR
     shot(page, "live-final")
-    kernel_value = page.evaluate("""async () => {
-        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-        let out = '';
-        const f = k.requestExecute({code: 'print(answer)', silent: true, store_history: false});
-        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
-        await f.done; return out; }""")
+    kernel_value = kernel_print(page, "answer")
     assert kernel_value.strip() == "42"  # approved code ran in the kernel
 
 
@@ -310,12 +320,7 @@ def test_another_agent_asks_approval_under_the_serve_cell(lab: Lab, page: Any) -
     caller.join(30)
     assert "made it" in result.get("text", ""), result
     out.get_by_text("claude-code 2.0: python approved").wait_for(timeout=30_000)
-    kernel_value = page.evaluate("""async () => {
-        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-        let out = '';
-        const f = k.requestExecute({code: 'print(from_mcp)', silent: true, store_history: false});
-        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
-        await f.done; return out; }""")
+    kernel_value = kernel_print(page, "from_mcp")
     assert kernel_value.strip() == "42"  # the other agent's code ran in this notebook's kernel
 
 

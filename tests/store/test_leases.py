@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fsutil import cut_short
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
@@ -172,15 +173,7 @@ def test_unreadable_records_of_the_notebook_are_found(tmp_path: Path, style: str
         store.save(s)
     time.sleep(0.05)  # past the folder's mtime granularity, so the index can tell the folder changed
     for s in (bad, elsewhere):
-        path = store.path_for(s.id)
-        text = path.read_text()
-        if style == "in place":
-            with open(path, "r+") as fh:
-                fh.truncate(len(text) // 2)
-        else:
-            tmp = path.with_name(".x.tmp")
-            tmp.write_text(text[: len(text) // 2])
-            os.replace(tmp, path)
+        cut_short(store.path_for(s.id), style)
     fresh = SessionStore(tmp_path / "s")
     found = fresh.unreadable_for_notebook("/w/nb.ipynb")
     if style == "renamed over":  # the index saw the folder change: both are known unreadable, one is ours
