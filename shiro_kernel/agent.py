@@ -74,7 +74,6 @@ class Agent:
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(self)
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
-        self._index_opened = False  # the session index is opened in the background on the first turn
 
     def _autosaver(self, session: Session) -> Autosaver:
         def failed(exc: StoreError) -> None:
@@ -318,38 +317,6 @@ class Agent:
         """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
         background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
         caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
-        self.turning = True
-        try:
-            return self._ask(
-                prompt,
-                on_event=on_event,
-                model=model,
-                agent=agent,
-                memory=memory,
-                headless=headless,
-                propose=propose,
-                approver=approver,
-                runner=runner,
-                keep_abort=keep_abort,
-            )
-        finally:
-            self.turning = False
-            self.mcp.flush_notes()  # what other agents did meanwhile
-
-    def _ask(
-        self,
-        prompt: str,
-        *,
-        on_event: Callable[[Event], None] | None,
-        model: str | None,
-        agent: str | None,
-        memory: bool | None,
-        headless: bool,
-        propose: Callable[[str], None] | None,
-        approver: Any,
-        runner: Any,
-        keep_abort: bool,
-    ) -> TurnEnd:
         try:
             variant, spec = agent_variant(self.config, agent)
         except ValueError as exc:
@@ -407,12 +374,8 @@ class Agent:
                 blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block, lambda: changed],
             )
 
-        # off the turn's path, while the model answers: the prompt history (a convenience: a failure is one
-        # warning at the end of the turn) and, on the first turn, opening the session index for the save
+        # off the turn's path, while the model answers (a convenience: a failure is one warning at the end)
         history_job = files.background(self.history().append, prompt)
-        if not self._index_opened:
-            self._index_opened = True
-            files.background(self.store.index.prepare)
         if not keep_abort:
             self.abort.clear()
         max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
@@ -456,7 +419,12 @@ class Agent:
             on_event=on_turn_event,
             abort=self.abort,
         )
-        return turn.run(prompt)
+        self.turning = True
+        try:
+            return turn.run(prompt)
+        finally:
+            self.turning = False
+            self.mcp.flush_notes()  # what other agents did meanwhile
 
     @staticmethod
     def _history_problem(job: Future[bool], emit: Callable[[Event], None]) -> None:

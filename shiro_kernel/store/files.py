@@ -30,7 +30,7 @@ _worker_lock = threading.Lock()
 
 def background(fn: Callable[..., T], *args: Any) -> concurrent.futures.Future[T]:
     """Run ``fn(*args)`` on the stores' one background thread: work a turn need not wait for (the prompt
-    history, opening the session index) runs while the model answers. In order; finished at exit."""
+    history; the warm-up starts the thread) runs while the model answers. In order; finished at exit."""
     global _worker
     with _worker_lock:
         if _worker is None:

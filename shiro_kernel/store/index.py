@@ -201,11 +201,6 @@ class SessionIndex:
             raise
         return db
 
-    def prepare(self) -> None:
-        """Open the connection now (off the turn's path: :func:`~shiro_kernel.store.files.background`)."""
-        with self._lock:
-            self._connect()
-
     def close(self) -> None:
         with self._lock:
             if self._db is not None:
