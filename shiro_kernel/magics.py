@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
 
 from .config import Shiro
 
@@ -44,7 +44,9 @@ class Parsed:
 
 
 def _declare(fn: Any) -> Any:
-    """The options of ``%shiro`` and ``%%shiro``, in one place."""
+    """The options of ``%shiro`` and ``%%shiro``, in one place (applied by :func:`options_parser`)."""
+    from IPython.core.magic_arguments import argument, magic_arguments
+
     for decorator in reversed(
         [
             magic_arguments(),
@@ -76,7 +78,7 @@ def _declare(fn: Any) -> Any:
 def parse_line(line: str, parser: Any = None) -> Parsed:
     """Split the leading options (as ``parser`` declares them; default: ``%shiro``'s) from the prompt; the
     prompt keeps its own spacing and quotes. ``--`` ends the options."""
-    parser = parser or ShiroMagics.shiro.parser
+    parser = parser or options_parser()
     takes_value = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
     tokens: list[str] = []
     rest = line.strip()
@@ -126,7 +128,6 @@ class ShiroMagics(Magics):
             self._agent = Agent(self.shell, self.settings)
         return self._agent
 
-    @_declare
     @line_magic
     def shiro(self, line: str) -> None:
         """Run one agent turn: %shiro [options] PROMPT; %%shiro [options] takes the cell body as the prompt.
@@ -228,13 +229,25 @@ class ShiroMagics(Magics):
             self._agent.close()
 
 
-def _help() -> str:
-    from .commands import help_text
-
-    return (ShiroMagics.shiro.__doc__ or "") + _HELP_TAIL + "\n" + help_text()
+_BUILDING = threading.Lock()
+_parser: Any = None
 
 
-ShiroMagics.shiro.__doc__ = _help()
+def options_parser() -> Any:
+    """The parser of ``%shiro``'s options, built on first use: by the warm-up thread, the first cell that
+    names ``shiro`` (a ``%shiro`` line, ``%shiro?``, ``%pinfo %shiro``), whichever comes first. Building
+    it also writes the help ``%shiro?`` shows (the options, the slash commands): argparse and its
+    translations cost ~3 ms, more than the rest of ``%load_ext``, so they are not paid at load."""
+    global _parser
+    if _parser is None:
+        with _BUILDING:
+            if _parser is None:
+                from .commands import help_text
+
+                fn = _declare(ShiroMagics.shiro)
+                fn.__doc__ = (fn.__doc__ or "") + _HELP_TAIL + "\n" + help_text()
+                _parser = fn.parser  # last: other threads read it without the lock
+    return _parser
 
 
 # -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------
@@ -244,6 +257,8 @@ _QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
 def claim_question_lines(lines: list[str]) -> list[str]:
     """IPython reads a line ending in ``?`` as a help request; rewrite ``%shiro ... ?`` lines into a
     direct magic call so the prompt reaches the agent. ``%shiro?`` alone still shows the help."""
+    if _parser is None and any("shiro" in line for line in lines):
+        options_parser()  # the help ``%shiro?`` shows is complete before IPython reads it
     out = []
     for line in lines:
         match = _QUESTION.match(line.rstrip("\n"))
@@ -272,7 +287,7 @@ def load(shell: Any) -> None:
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)
-    warmup.start()
+    warmup.start(options_parser)
 
 
 def unload(shell: Any) -> None:

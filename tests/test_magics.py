@@ -83,3 +83,30 @@ def test_openai_is_warmed_off_the_main_thread(monkeypatch):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split()[-2:] == ["shiro-warmup", "True"]
+
+
+HELP = LOAD + (
+    "from shiro_kernel.magics import ShiroMagics\n"
+    "print('built at load:', hasattr(ShiroMagics.shiro, 'parser'))\n"
+    "sh.run_cell(sys.argv[1])\n"
+)
+
+
+@pytest.mark.parametrize("ask", ["%shiro?", "%pinfo %shiro", "?%shiro"])
+def test_help_is_complete_although_the_options_are_built_on_first_use(monkeypatch, ask):
+    """argparse is not paid at ``%load_ext``; the first cell naming ``shiro`` builds it, so ``%shiro?``
+    still shows every option and command."""
+    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
+    out = subprocess.run([sys.executable, "-c", HELP, ask], capture_output=True, text=True, check=True).stdout
+    assert "built at load: False" in out
+    assert all(word in out for word in ("--wait", "--no-memory", "--agent NAME", "/todos", "/mcp")), out
+
+
+def test_the_warm_up_builds_the_options(monkeypatch):
+    monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
+    code = LOAD + (
+        "from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
+        "from shiro_kernel.magics import ShiroMagics\nprint('--wait' in ShiroMagics.shiro.__doc__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "True"

@@ -4,6 +4,7 @@ and the first ``%shiro`` costs about what a later one does. ``SHIRO_NO_WARMUP=1`
 On one daemon thread, :data:`DELAY_S` after ``%load_ext`` (so that the cell that loads the extension
 ends before this competes with it for the interpreter), in order:
 
+0. what :func:`start` is given (``%load_ext`` gives the builder of ``%shiro``'s options and help);
 1. ``import openai`` (~0.5 s);
 2. the SDK client for the environment's key and base URL (:func:`~shiro_kernel.provider.client.shared_client`):
    building one creates an SSL context and a connection pool (~0.1 s, most of it reading the CA bundle),
@@ -28,6 +29,7 @@ import importlib
 import os
 import threading
 import time
+from collections.abc import Callable
 
 thread: threading.Thread | None = None
 
@@ -50,8 +52,13 @@ TURN_MODULES = (
 )
 
 
-def _warm() -> None:
+def _warm(*first: Callable[[], object]) -> None:
     time.sleep(DELAY_S)
+    for job in first:  # what the caller asks for (the magic's option parser and help: ~3 ms)
+        try:
+            job()
+        except Exception:  # done again, and reported, where it is needed
+            pass
     try:
         import openai  # noqa: F401
     except Exception:  # a broken install is reported by the first turn, in words
@@ -94,9 +101,10 @@ def _warm() -> None:
         pass
 
 
-def start() -> None:
+def start(*first: Callable[[], object]) -> None:
+    """Start the warm-up (once per process); ``first`` are run before the steps above."""
     global thread
     if thread is not None or os.environ.get("SHIRO_NO_WARMUP"):
         return
-    thread = threading.Thread(target=_warm, name="shiro-warmup", daemon=True)
+    thread = threading.Thread(target=_warm, args=first, name="shiro-warmup", daemon=True)
     thread.start()

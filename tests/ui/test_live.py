@@ -261,10 +261,11 @@ def test_comm_open_watch_records_targets():
 
 def test_help_lists_commands_and_flags():
     from shiro_kernel.commands import COMMANDS
-    from shiro_kernel.magics import ShiroMagics
+    from shiro_kernel.magics import ShiroMagics, options_parser
 
+    parser = options_parser()
     doc = ShiroMagics.shiro.__doc__
-    flags = [s for action in ShiroMagics.shiro.parser._actions for s in action.option_strings]
+    flags = [s for action in parser._actions for s in action.option_strings]
     assert {"--wait", "--new", "-c", "-r", "--no-memory", "--memory", "--mute", "--model", "--agent"} <= set(flags)
     for name in [*COMMANDS, *flags]:  # the help is generated from the one declaration of each
         assert name in doc, name
