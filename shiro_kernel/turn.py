@@ -21,11 +21,12 @@ from typing import Any, Protocol
 from .context import rules
 from .context.prune import (
     DEFAULT_THRESHOLD,
-    TokenMeter,
+    Record,
     detach_provider_items,
     limit_images,
     limit_sizes,
     prune_to_fit,
+    wire_ready,
 )
 from .errors import TurnTimeout
 from .events import (
@@ -131,7 +132,6 @@ class Turn:
     on_event: Callable[[Event], None] = lambda event: None
     abort: threading.Event = field(default_factory=threading.Event)
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
-    meter: TokenMeter = field(default_factory=TokenMeter)
     # per-turn state: the one `compacted` notice, the one repair warning, the one inline retry
     _compacted: bool = field(default=False, init=False, repr=False)
     _repaired: bool = field(default=False, init=False, repr=False)
@@ -242,8 +242,15 @@ class Turn:
 
     def wire_messages(self) -> list[Message]:
         """What goes out this step: the session's history validated, then pruned to fit. The
-        session's own history is never changed here."""
-        messages, repairs = rules.check_and_repair(self.session.messages, store=self._store())
+        session's own history is never changed here.
+
+        The session's meter keeps what each message measures: when it shows nothing to repair, shorten or
+        leave out (the usual step), the three checks are skipped and only the new messages were looked at."""
+        history = self.session.messages
+        records = self.session.meter.records(history)
+        if wire_ready(records, store=self._store(), meter=self.session.meter):
+            return self._fit(history, records)
+        messages, repairs = rules.check_and_repair(history, store=self._store())
         shown = rules.notable(repairs)
         if shown and not self._repaired:
             self._repaired = True
@@ -255,9 +262,12 @@ class Turn:
             self.on_event(
                 Notice(SHORTENED_NOTICE.format(n=shortened, s="" if shortened == 1 else "s"), kind="compacted")
             )
-        result = prune_to_fit(
-            messages, self.options.compact_threshold, meter=self.meter if messages is self.session.messages else None
-        )
+        return self._fit(messages, records if messages is history else None)
+
+    def _fit(self, messages: list[Message], records: list[Record] | None) -> list[Message]:
+        """``messages`` pruned to fit the threshold (with their records from the session's meter, if they
+        are the session's own), and the one ``compacted`` notice of the turn."""
+        result = prune_to_fit(messages, self.options.compact_threshold, meter=self.session.meter, records=records)
         if result.changed and not self._compacted:
             self._compacted = True
             if result.dropped_span is None and result.after == result.before:  # only reasoning went

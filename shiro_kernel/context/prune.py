@@ -25,6 +25,7 @@ that is what a call waiting for approval looks like. Nothing given is mutated.
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Any
@@ -97,6 +98,9 @@ def part_chars(part: Part, *, with_id: bool = True) -> int:
     return n
 
 
+_ROLE_CHARS = {role: _MESSAGE + len(json.dumps(role)) for role in ("user", "assistant", "tool", "system")}
+
+
 def _message_chars(role: str, part_sizes: list[int]) -> int:
     """A message's serialised length from its parts' (``{"role": …, "parts": [a, b]}``)."""
     k = len(part_sizes)
@@ -135,66 +139,370 @@ def meter_label(pct: int) -> tuple[str, str]:
     return f"{pct}% ctx", "amber" if pct >= AMBER_FROM else "normal"
 
 
-def _signature(message: Message) -> tuple[Any, ...]:
-    """A cheap change check: the role, the parts list object, its length and each part's identity.
+class Record:
+    """One message as measured, for :class:`TokenMeter` and the ladder: its serialised length, and what the
+    wire copy's rules would leave of it, measured once while the message is unchanged.
 
-    Parts are replaced, not edited, everywhere in the project (a repair makes copies), so a part
-    edited in place after it was measured is the one change this does not see."""
-    parts = message.parts
-    return (message.role, id(parts), len(parts), tuple([id(p) for p in parts]))
+    ``head_chars`` is its length with tool calls, tool results, reasoning and item ids gone (what a
+    message before a rung's tail keeps), ``bare_chars`` with reasoning and item ids gone (the
+    reasoning-only plan); -1 when nothing would be left. ``head`` and ``bare`` are those copies as
+    messages, built the first time a request needs them."""
+
+    __slots__ = (
+        "bare",
+        "bare_chars",
+        "call_ids",
+        "chars",
+        "external",
+        "flawed",
+        "head",
+        "head_chars",
+        "images",
+        "message",
+        "odd",
+        "oversize",
+        "parts",
+        "reasoning",
+        "result_ids",
+        "store_ids",
+        "tools",
+        "unpaired",
+        "with_ids",
+    )
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+        parts = self.parts = list(message.parts)  # compared with the message's parts: a change is noticed
+        full = head = bare = 0  # the parts' lengths: with ids; without tools or reasoning; without reasoning
+        n_head = n_bare = images = 0
+        calls: list[str] = []
+        results: list[str] = []
+        external: list[str] = []  # results whose call is not earlier in this message
+        odd = with_ids = reasoning = flawed = oversize = store_ids = reasoning_lost = sibling_id = False
+        for p in parts:
+            size = part_chars(p, with_id=False)
+            kind = type(p)
+            item_id = p.item_id
+            if kind is ToolCallPart:
+                calls.append(p.call_id)  # type: ignore[union-attr]
+                oversize = oversize or len(p.arguments) > WIRE_ARGUMENT_CHARS  # type: ignore[union-attr]
+                bare += size
+                n_bare += 1
+            elif kind is ToolResultPart:
+                results.append(p.call_id)  # type: ignore[union-attr]
+                if p.call_id not in calls:  # type: ignore[union-attr]
+                    external.append(p.call_id)  # type: ignore[union-attr]
+                images += len(p.images)  # type: ignore[union-attr]
+                oversize = oversize or len(p.output) > WIRE_RESULT_CHARS  # type: ignore[union-attr]
+                bare += size
+                n_bare += 1
+            elif kind is ReasoningPart:
+                odd = reasoning = True
+                reasoning_lost = reasoning_lost or item_id is None
+            else:
+                if kind is not TextPart:  # a part kind the plan and the checks may treat differently
+                    odd = flawed = True
+                head += size
+                bare += size
+                n_head += 1
+                n_bare += 1
+            if item_id is not None:
+                with_ids = True
+                if kind is not ReasoningPart:
+                    sibling_id = True
+                    store_ids = True  # an id that cannot go out when the provider stores nothing
+                elif not p.encrypted:  # type: ignore[union-attr]
+                    store_ids = True
+                size += _ITEM_ID + _json_len(item_id)
+            full += size
+        # a message is ``{"role": …, "parts": [a, b]}``: its own length plus its parts' and their separators
+        base = _ROLE_CHARS.get(message.role) or _MESSAGE + _json_len(message.role)
+        self.chars = base + full + (2 * (len(parts) - 1) if parts else 0)
+        self.head_chars = base + head + 2 * (n_head - 1) if n_head else -1
+        self.bare_chars = base + bare + 2 * (n_bare - 1) if n_bare else -1
+        self.call_ids = calls
+        self.result_ids = results
+        self.tools = bool(calls or results)
+        self.reasoning = reasoning
+        self.odd = odd
+        self.with_ids = with_ids
+        # what the checks before pruning look at (see :meth:`_Scan.ready`)
+        self.flawed = flawed
+        self.oversize = oversize
+        self.images = images
+        self.external = external
+        self.store_ids = store_ids
+        self.unpaired = reasoning_lost and sibling_id and message.role == "assistant"
+        self.head: Message | None = None
+        self.bare: Message | None = None
+
+    def head_message(self) -> Message:
+        """The message as it goes out before a rung's tail: no tool content, no reasoning, no ids."""
+        if self.head is None:
+            m = self.message
+            if not (self.tools or self.reasoning or self.with_ids):
+                self.head = m
+            else:
+                keep = [p for p in m.parts if type(p) is not ToolCallPart and type(p) is not ToolResultPart]
+                self.head = Message(m.role, [_detached(p) for p in keep if type(p) is not ReasoningPart])
+        return self.head
+
+    def bare_message(self) -> Message:
+        """The message as the reasoning-only plan sends it: no reasoning, no ids."""
+        if self.bare is None:
+            m = self.message
+            if not (self.reasoning or self.with_ids):
+                self.bare = m
+            else:
+                self.bare = Message(m.role, [_detached(p) for p in m.parts if type(p) is not ReasoningPart])
+        return self.bare
 
 
 class TokenMeter:
-    """:func:`estimate_tokens` without re-serialising the whole history every step.
+    """:func:`estimate_tokens` without re-serialising the whole history every step, and the sizes the
+    pruning ladder needs (:class:`Record`), measured once per message.
 
-    Each message's serialised length is cached by object identity (the object is kept, so an id is
-    never reused while cached) plus a cheap change check (:func:`_signature`: parts added, removed
-    or replaced); only new or changed messages are measured. Entries for messages no longer present
-    are dropped.
-    """
+    Each message's record is cached by object identity (the object is kept, so an id is never reused
+    while cached) and used while the message's parts are the ones measured (a part added, removed or
+    replaced is noticed; parts are replaced, not edited, everywhere in the project); only new or
+    changed messages are measured. Records of messages no longer present are dropped. A session keeps
+    one meter for its life, so a turn's first step measures only what the last turn added."""
 
     def __init__(self) -> None:
-        self._cache: dict[int, tuple[Message, tuple[Any, ...], int]] = {}
+        self._cache: dict[int, Record] = {}
+        # the messages of the last call and their records (a history that only grew reuses them), and
+        # the sum of their lengths
+        self._seen: tuple[list[int], list[Record]] = ([], [])
+        self._total = 0
+        # the last scan and digest: the records they read, and what they added up (see scan, digest)
+        self._scan: tuple[list[Record], _Scan] | None = None
+        self._digest: tuple[int, list[Record], _Digest] | None = None
         self.last = 0  # the latest estimate
         self.serialised = 0  # how many messages the last call had to measure (for tests/benchmarks)
 
-    def estimate(self, messages: list[Message]) -> int:
+    def records(self, messages: list[Message]) -> list[Record]:
+        """Each message's record (measured now when new or changed); sets :attr:`last`."""
+        seen, kept = self._seen
+        ids = list(map(id, messages))
+        q = min(len(seen), len(ids))
+        if ids[:q] != seen[:q]:  # where the history stopped being the one of the last call
+            q = next(i for i, (a, b) in enumerate(zip(ids, seen)) if a != b)
+        if q and [m.parts for m in messages[:q]] == [r.parts for r in kept[:q]]:
+            # the usual step: the history kept its first q messages (the same objects: the records hold
+            # them, so their ids are not reused) and none of them changed; only the rest is looked up
+            gone = set(seen[q:]).difference(ids[q:])
+            for key in gone:  # the messages that were after them (a step taken back, a retry)
+                self._cache.pop(key, None)
+            out = kept[:q] + self._measure(messages[q:])
+            total = (self._total if q == len(kept) else sum([r.chars for r in kept[:q]])) + sum(
+                [r.chars for r in out[q:]]
+            )
+        else:
+            out = self._measure(messages, drop_others=True)
+            total = sum([r.chars for r in out])
+        self._seen = (ids, out)
+        self._total = total
+        self.last = _tokens(total, len(messages))
+        return out
+
+    def _measure(self, messages: list[Message], *, drop_others: bool = False) -> list[Record]:
+        """The records of ``messages`` from the cache, measuring the new or changed ones; with
+        ``drop_others`` the cache keeps only these."""
         cache = self._cache
-        fresh: dict[int, tuple[Message, tuple[Any, ...], int]] = {}
-        total = 0
+        fresh: dict[int, Record] = {} if drop_others else cache
+        out: list[Record] = []
         measured = 0
         for m in messages:
-            key = id(m)
-            sig = _signature(m)
-            hit = cache.get(key)
-            if hit is not None and hit[0] is m and hit[1] == sig:
-                n = hit[2]
-                fresh[key] = hit
-            else:
-                n = message_chars(m)
+            rec = cache.get(id(m))
+            if rec is None or rec.message is not m or rec.parts != m.parts:
+                rec = Record(m)
                 measured += 1
-                fresh[key] = (m, sig, n)
-            total += n
+            fresh[id(m)] = rec
+            out.append(rec)
         self._cache = fresh
         self.serialised = measured
-        self.last = _tokens(total, len(messages))
+        return out
+
+    def estimate(self, messages: list[Message]) -> int:
+        self.records(messages)
         return self.last
 
-    def cold_for(self, messages: list[Message]) -> bool:
-        """Would :meth:`estimate` measure most of ``messages`` (a new turn on a long resumed history)?"""
-        return len(self._cache) < len(messages) // 2
+    def scan(self, recs: list[Record]) -> _Scan:
+        """The :class:`_Scan` of these records; only those after the last scan's (when they are its
+        records, unchanged, followed by new ones) are read."""
+        kept = self._scan
+        if kept is not None and len(kept[0]) <= len(recs) and recs[: len(kept[0])] == kept[0]:
+            done, state = kept
+        else:
+            done, state = [], _Scan()
+        for r in recs[len(done) :]:
+            state.add(r)
+        self._scan = (recs, state)
+        return state
 
-    def adopt(self, messages: list[Message], totals: list[int]) -> int:
-        """Take the lengths a full measuring pass found (``totals[i]`` is ``message_chars(messages[i])``)
-        as this meter's cache, as :meth:`estimate` would have left it; returns the estimate."""
-        self._cache = {id(m): (m, _signature(m), n) for m, n in zip(messages, totals, strict=True)}
-        self.serialised = len(messages)
-        self.last = _tokens(sum(totals), len(messages))
-        return self.last
+    def digest(self, messages: list[Message], recs: list[Record], span: tuple[int, int], hidden: int) -> str:
+        """:func:`pruned_digest` of ``span``; when the last digest was of a span starting at the same
+        message, unchanged, only the messages it did not cover are read."""
+        start, end = span
+        kept = self._digest
+        if kept is not None and kept[0] == start and len(kept[1]) <= end - start:
+            read, state = kept[1], kept[2]
+            if recs[start : start + len(read)] != read:
+                read, state = [], _Digest()
+        else:
+            read, state = [], _Digest()
+        for m in messages[start + len(read) : end]:
+            state.add(m)
+        self._digest = (start, recs[start:end], state)
+        return state.text(hidden)
 
     def percent(self, threshold: int = DEFAULT_THRESHOLD) -> int:
         """The latest estimate as a percentage of ``threshold``."""
         return percent(self.last, threshold)
+
+
+class _Scan:
+    """What the whole history holds, added up record by record (so a history that only grew is read for
+    its new messages): for the checks before pruning, for the reasoning-only plan, and for the ladder
+    (what the messages before any cut keep, and which of them carry tool content)."""
+
+    __slots__ = (
+        "answered",
+        "calls",
+        "chars",
+        "failed",
+        "head_cum",
+        "head_idx",
+        "heads",
+        "images",
+        "n",
+        "orphans",
+        "store_ids",
+        "strippable",
+        "tooled",
+    )
+
+    def __init__(self) -> None:
+        self.calls: set[str] = set()
+        self.answered: set[str] = set()
+        self.images = 0
+        self.failed = False  # a repair (or a look at the pairing of ids) is needed
+        self.store_ids = False  # an id the provider cannot take when it stores nothing
+        self.orphans = False  # a result whose call is not before it (the plan drops it)
+        self.strippable = False  # the reasoning-only plan would change something
+        self.n = 0  # records added
+        self.chars = 0  # their lengths, added up
+        self.head_idx: list[int] = []  # the records that keep something before a tail, by index
+        self.head_cum: list[int] = [0]  # head_cum[j]: the head lengths of head_idx[:j], added up
+        self.heads: list[Message] = []  # the head copies of head_idx[:len(heads)], built when first sent
+        self.tooled: list[int] = []  # the records with tool calls or results, by index
+
+    def add(self, r: Record) -> None:
+        i = self.n
+        self.n = i + 1
+        self.chars += r.chars
+        if r.head_chars >= 0:
+            self.head_idx.append(i)
+            self.head_cum.append(self.head_cum[-1] + r.head_chars)
+        if r.odd or r.with_ids or r.bare_chars < 0:
+            self.strippable = True
+        if r.with_ids:
+            self.failed = self.failed or r.unpaired
+            self.store_ids = self.store_ids or r.store_ids
+        if r.tools:
+            self.tooled.append(i)
+            calls = self.calls
+            if r.flawed or r.oversize or (r.external and not calls.issuperset(r.external)):
+                self.failed = True
+            calls.update(r.call_ids)
+            if r.result_ids:
+                if not calls.issuperset(r.result_ids):
+                    self.orphans = self.strippable = True
+                self.answered.update(r.result_ids)
+                self.images += r.images
+
+    def before(self, cut: int) -> tuple[int, int, tuple[int, int] | None]:
+        """For the messages before ``cut``: how many keep something, their head lengths added up, and
+        the [start, end) span of those with tool content (None if none)."""
+        k = bisect_left(self.head_idx, cut)
+        t = bisect_left(self.tooled, cut)
+        return k, self.head_cum[k], ((self.tooled[0], self.tooled[t - 1] + 1) if t else None)
+
+    def head_messages(self, recs: list[Record], k: int) -> list[Message]:
+        """The head copies of the first ``k`` messages that keep something (built once each)."""
+        heads = self.heads
+        for j in range(len(heads), k):
+            heads.append(recs[self.head_idx[j]].head_message())
+        return heads[:k]
+
+    def ready(self, store: bool) -> bool:
+        """Would the checks before pruning leave the history as it is? True when no repair is needed
+        (:func:`~shiro_kernel.context.rules.check_and_repair`: every result after its call, every call
+        answered, no id the provider cannot take), at most :data:`KEEP_IMAGES` images are in it
+        (:func:`limit_images`) and nothing is over the wire caps (:func:`limit_sizes`): then a step skips
+        those three passes. False means "do them", never "it is broken" (a call waiting for approval)."""
+        if self.failed or (self.store_ids and not store) or self.images > KEEP_IMAGES:
+            return False
+        return len(self.answered) == len(self.calls)  # every call answered
+
+
+class _Digest:
+    """What a pruned span held (tools, files, outcomes, decisions), added up message by message: the
+    span of the next step only grew, so only its new messages are read."""
+
+    __slots__ = ("decisions", "errors", "files", "outcomes", "seen", "tools")
+
+    def __init__(self) -> None:
+        self.tools: Counter[str] = Counter()
+        self.files: list[str] = []
+        self.seen: set[str] = set()
+        self.errors = 0
+        self.outcomes: list[ToolResultPart] = []  # the last three
+        self.decisions: list[str] = []  # the last three
+
+    def add(self, m: Message) -> None:
+        for p in m.parts:
+            if isinstance(p, ToolCallPart):
+                self.tools[p.name] += 1
+                if p.name in FILE_TOOLS:
+                    try:
+                        args = p.parsed_arguments()
+                    except ValueError:
+                        args = {}
+                    for key in ("path", "pattern") if p.name == "list_files" else ("path",):
+                        value = args.get(key)
+                        if isinstance(value, str) and value and value not in self.seen:
+                            self.seen.add(value)
+                            self.files.append(value)
+            elif isinstance(p, ToolResultPart):
+                if p.is_error or p.output.startswith("Error:"):
+                    self.errors += 1
+                self.outcomes = [*self.outcomes[-2:], p]
+            elif isinstance(p, TextPart) and m.role == "assistant" and p.text.strip():
+                self.decisions = [*self.decisions[-2:], p.text]
+
+    def text(self, hidden: int) -> str:
+        lines = [f"[context pruned: {hidden} earlier messages not shown]"]
+        if self.tools:
+            lines.append("tools used: " + ", ".join(f"{name} ×{count}" for name, count in self.tools.most_common(12)))
+        if self.files:
+            shown = self.files[-15:]
+            more = f" (+{len(self.files) - len(shown)} more)" if len(self.files) > len(shown) else ""
+            lines.append("files touched: " + ", ".join(shown) + more)
+        if self.outcomes:
+            errors = self.errors
+            lines.append(
+                f"outcomes: {errors} error{'s' if errors != 1 else ''}; last: "
+                + " | ".join(_outcome(p) for p in self.outcomes)
+            )
+        if self.decisions:
+            lines.append("decisions: " + " | ".join(_clip_line(text, 120) for text in self.decisions))
+        return cut("\n".join(lines), DIGEST_LIMIT, ellipsis="…")
+
+
+def wire_ready(recs: list[Record], *, store: bool, meter: TokenMeter | None = None) -> bool:
+    """:meth:`_Scan.ready` for these records (of the messages ``meter.records`` was given last)."""
+    return (meter or TokenMeter()).scan(recs).ready(store)
 
 
 # -- ids ------------------------------------------------------------------------------------------
@@ -352,49 +660,6 @@ def _plan(messages: list[Message], keep: int) -> tuple[Plan, tuple[int, int] | N
     return plan, ((first, last + 1) if first >= 0 else None)
 
 
-class _Sizes:
-    """Every part's serialised length without its item id, measured once per prune, so that each
-    candidate plan is measured by addition. The same pass gives the history's estimate (``tokens``, equal
-    to :func:`estimate_tokens`) and whether the reasoning-only plan would change anything (``strippable``:
-    reasoning, an item id, a result without its call, or an empty message)."""
-
-    def __init__(self, messages: list[Message]) -> None:
-        self.messages = messages
-        part: dict[int, int] = {}
-        totals: list[int] = []
-        strippable = False
-        calls: set[str] = set()
-        for m in messages:
-            if not m.parts:
-                strippable = True
-            sizes = []
-            for p in m.parts:
-                size = part_chars(p, with_id=False)
-                part[id(p)] = size
-                kind = type(p)
-                if kind is ToolCallPart:
-                    calls.add(p.call_id)  # type: ignore[union-attr]
-                elif kind is ToolResultPart:
-                    if p.call_id not in calls:  # type: ignore[union-attr]
-                        strippable = True
-                elif kind is not TextPart:
-                    strippable = True  # reasoning (or a part kind the plan may treat differently)
-                if p.item_id is not None:
-                    size += _ITEM_ID + _json_len(p.item_id)
-                    strippable = True
-                sizes.append(size)
-            totals.append(_message_chars(m.role, sizes))
-        self.part = part
-        self.totals = totals  # each message's serialised length, item ids included
-        self.tokens = _tokens(sum(totals), len(messages))
-        self.strippable = strippable
-
-    def chars(self, plan: Plan) -> int:
-        part = self.part
-        messages = self.messages
-        return sum([_message_chars(messages[i].role, [part[id(p)] for p in parts]) for i, parts in plan])
-
-
 def _build(messages: list[Message], plan: Plan) -> list[Message]:
     """The plan as messages, every item id detached; a message that survived whole and has no id is
     passed through as it is."""
@@ -436,53 +701,79 @@ def keep_tail(
     return _with_digest(messages, wire, span, note), span
 
 
+def _measured(plan: Plan, messages: list[Message]) -> int:
+    """A plan's serialised length, ids detached (measured part by part: a rung's tail, a rare plan)."""
+    return sum([_message_chars(messages[i].role, [part_chars(p, with_id=False) for p in parts]) for i, parts in plan])
+
+
+def _strip_all(messages: list[Message], recs: list[Record], scan: _Scan) -> tuple[list[Message], int] | None:
+    """The reasoning-only plan (reasoning and every item id gone; a result whose call is not before it
+    gone; an empty message gone) as messages with its length; None when it would change nothing."""
+    if not scan.strippable:
+        return None
+    if scan.orphans:  # rare (a repaired history has none): the plan built and measured part by part
+        plan, _ = _plan(messages, len(messages))
+        return _build(messages, plan), _measured(plan, messages)
+    kept = [r for r in recs if r.bare_chars >= 0]
+    return [r.bare_message() for r in kept], sum([r.bare_chars for r in kept])
+
+
 def prune_to_fit(
-    messages: list[Message], threshold: int = DEFAULT_THRESHOLD, *, meter: TokenMeter | None = None, digest: bool = True
+    messages: list[Message],
+    threshold: int = DEFAULT_THRESHOLD,
+    *,
+    meter: TokenMeter | None = None,
+    digest: bool = True,
+    records: list[Record] | None = None,
 ) -> PruneResult:
-    """The wire copy of ``messages`` that fits ``threshold`` estimated tokens (see module doc)."""
+    """The wire copy of ``messages`` that fits ``threshold`` estimated tokens (see module doc).
+
+    With the session's ``meter`` a step measures only the messages new since the last one: the ladder
+    adds up sizes the meter keeps, and messages before a rung's tail go out as copies it keeps too.
+    ``records``: what ``meter.records(messages)`` just returned, when the caller has it."""
     n = len(messages)
-    sizes: _Sizes | None = None
-    if meter is not None and not meter.cold_for(messages):
-        est = meter.estimate(messages)  # a later step: only what changed is measured
-    else:  # one pass measures the parts for the ladder and gives the estimate (and warms the meter)
-        sizes = _Sizes(messages)
-        est = sizes.tokens if meter is None else meter.adopt(messages, sizes.totals)
+    meter = meter or TokenMeter()
+    recs = records if records is not None else meter.records(messages)
+    scan = meter.scan(recs)
+    est = _tokens(scan.chars, n)
     if est <= threshold:
         return PruneResult(messages, n, n, False, None, est, est)
-    if sizes is None:
-        sizes = _Sizes(messages)
     # 1. reasoning first, and every provider id (a pruned request is always inline); nothing to gain when
     #    there is neither (the plan would be the history itself, still over the threshold)
-    if sizes.strippable:
-        plan, _ = _plan(messages, n)
-        tokens = _tokens(sizes.chars(plan), len(plan))
+    stripped = _strip_all(messages, recs, scan)
+    if stripped is not None:
+        wire, chars = stripped
+        tokens = _tokens(chars, len(wire))
         if tokens <= threshold:
-            wire = _build(messages, plan)
             return PruneResult(wire, n, len(wire), True, None, est, tokens)
     # 2. the keep-tail ladder (reasoning stays stripped): each rung measured, only the chosen one built
     user_chars = _MESSAGE + _json_len("user") + _TEXT
     for index, keep in enumerate(LADDER):
         final = index == len(LADDER) - 1
-        plan, span = _plan(messages, keep)
-        chars, count = sizes.chars(plan), len(plan)
+        cut = max(0, n - keep)
+        n_head, chars, span = scan.before(cut)
+        tail, _ = _plan(messages[cut:], len(messages) - cut)
+        chars += _measured(tail, messages[cut:])
+        count = n_head + len(tail)
         note: str | None = None
-        if not plan:  # the fallback to the first prompt: build it to measure it
+        if not count:  # the fallback to the first prompt: build it to measure it
             wire = _with_digest(messages, [], None, None)
             tokens = estimate_tokens(wire)
         else:
             if digest and span is not None:
                 hidden = max(0, n - count)
-                head = f"[context pruned: {hidden} earlier messages not shown]"
+                first_line = f"[context pruned: {hidden} earlier messages not shown]"
                 # the digest is at least its first line: a rung over the threshold even so is skipped
-                if not final and _tokens(chars + user_chars + _json_len(head), count + 1) > threshold:
+                if not final and _tokens(chars + user_chars + _json_len(first_line), count + 1) > threshold:
                     continue
-                note = pruned_digest(messages, span, hidden)
+                note = meter.digest(messages, recs, span, hidden)
                 chars += user_chars + _json_len(note)
                 count += 1
             tokens = _tokens(chars, count)
             if tokens > threshold and not final:
                 continue
-            wire = _with_digest(messages, _build(messages, plan), span, note)
+            built = scan.head_messages(recs, n_head) + _build(messages[cut:], tail)
+            wire = _with_digest(messages, built, span, note)
         if tokens <= threshold or final:
             return PruneResult(wire, n, len(wire), True, span, est, tokens, keep)
     raise AssertionError("the last rung always returns")
@@ -497,45 +788,10 @@ def _outcome(p: ToolResultPart) -> str:
 def pruned_digest(messages: list[Message], span: tuple[int, int], hidden: int) -> str:
     """One short paragraph on what the pruned span held; no model call, at most ``DIGEST_LIMIT`` chars."""
     start, end = span
-    tools: Counter[str] = Counter()
-    files: list[str] = []
-    errors = 0
-    outcomes: list[ToolResultPart] = []
-    decisions: list[str] = []
+    digest = _Digest()
     for m in messages[start:end]:
-        for p in m.parts:
-            if isinstance(p, ToolCallPart):
-                tools[p.name] += 1
-                if p.name in FILE_TOOLS:
-                    try:
-                        args = p.parsed_arguments()
-                    except ValueError:
-                        args = {}
-                    for key in ("path", "pattern") if p.name == "list_files" else ("path",):
-                        value = args.get(key)
-                        if isinstance(value, str) and value and value not in files:
-                            files.append(value)
-            elif isinstance(p, ToolResultPart):
-                if p.is_error or p.output.startswith("Error:"):
-                    errors += 1
-                outcomes.append(p)  # only the last three are summarised
-            elif isinstance(p, TextPart) and m.role == "assistant" and p.text.strip():
-                decisions.append(p.text)  # only the last three are clipped
-    lines = [f"[context pruned: {hidden} earlier messages not shown]"]
-    if tools:
-        lines.append("tools used: " + ", ".join(f"{name} ×{count}" for name, count in tools.most_common(12)))
-    if files:
-        shown = files[-15:]
-        more = f" (+{len(files) - len(shown)} more)" if len(files) > len(shown) else ""
-        lines.append("files touched: " + ", ".join(shown) + more)
-    if outcomes:
-        lines.append(
-            f"outcomes: {errors} error{'s' if errors != 1 else ''}; last: "
-            + " | ".join(_outcome(p) for p in outcomes[-3:])
-        )
-    if decisions:
-        lines.append("decisions: " + " | ".join(_clip_line(text, 120) for text in decisions[-3:]))
-    return cut("\n".join(lines), DIGEST_LIMIT, ellipsis="…")
+        digest.add(m)
+    return digest.text(hidden)
 
 
 def _clip_line(text: str, limit: int) -> str:
@@ -548,6 +804,7 @@ __all__ = [
     "KEEP_IMAGES",
     "LADDER",
     "PruneResult",
+    "Record",
     "TokenMeter",
     "detach_provider_items",
     "estimate_tokens",
@@ -560,4 +817,5 @@ __all__ = [
     "percent",
     "prune_to_fit",
     "pruned_digest",
+    "wire_ready",
 ]

@@ -67,7 +67,7 @@ from .failures import (
 if TYPE_CHECKING:
     from ..events import Notice, ProviderEvent, ReasoningDelta, TextDelta
     from ..transcript import Message
-    from .wire import ChatStream, ImageSource, ResponsesStream
+    from .wire import ChatStream, ImageSource, InputCache, ResponsesStream
 
 _NO_KEY_HELP = (
     "No API key: set OPENAI_API_KEY (in a notebook: %env OPENAI_API_KEY=sk-...), or point shiro at a "
@@ -189,6 +189,7 @@ class Provider:
         #: where a tool result's images come from (the asset store's ``data_url``); None: send no images,
         #: their text stand-ins instead (set per turn by the agent from ``Shiro.vision``)
         self.images: ImageSource | None = None
+        self._inputs: InputCache | None = None  # each message's Responses items, built once
 
     # -- the client --------------------------------------------------------------------------
     @property
@@ -480,6 +481,13 @@ class Provider:
             _close(response)
 
     # -- Responses API ---------------------------------------------------------------------------
+    def _input_cache(self) -> InputCache:
+        from . import wire
+
+        if self._inputs is None:
+            self._inputs = wire.InputCache()
+        return self._inputs
+
     def _responses(
         self,
         client: Any,
@@ -496,7 +504,7 @@ class Provider:
         s = self.settings
         body: dict[str, Any] = {
             "model": s.model,
-            "input": wire.responses_input(messages, store=s.store, images=self.images),
+            "input": self._input_cache().input(messages, store=bool(s.store), images=self.images),
         }
         body["store"] = s.store
         if system:

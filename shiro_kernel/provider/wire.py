@@ -84,30 +84,63 @@ def responses_input(messages: list[Message], *, store: bool, images: ImageSource
     """The transcript as Responses API ``input`` items (system messages go to ``instructions``). A tool
     result with images is a ``function_call_output`` whose ``output`` is a list of one ``input_text`` and
     one ``input_image`` per image (``FunctionCallOutputItemParam`` in the OpenAPI spec)."""
+    return [item for msg in messages for item in _message_items(msg, store, images)]
+
+
+def _message_items(msg: Message, store: bool, images: ImageSource | None) -> list[dict[str, Any]]:
+    """One message's ``input`` items (none for a system message)."""
     items: list[dict[str, Any]] = []
-    for msg in messages:
-        if msg.role == "system":
-            continue
-        if msg.role == "user":
-            items.append({"role": "user", "content": msg.text})
-        elif msg.role == "tool":
-            for res in msg.tool_results():
-                output: str | list[dict[str, Any]] = res.output
-                if res.images:
-                    text, urls = _image_notes(res, images)
-                    output = [
-                        {"type": "input_text", "text": text or "(see the image)"},
-                        *({"type": "input_image", "image_url": url, "detail": "auto"} for url in urls),
-                    ]
-                    if not urls:
-                        output = text
-                items.append({"type": "function_call_output", "call_id": res.call_id, "output": output})
-        else:
-            for part in msg.parts:
-                item = _assistant_item(part, store)
-                if item is not None:
-                    items.append(item)
+    if msg.role == "system":
+        return items
+    if msg.role == "user":
+        items.append({"role": "user", "content": msg.text})
+    elif msg.role == "tool":
+        for res in msg.tool_results():
+            output: str | list[dict[str, Any]] = res.output
+            if res.images:
+                text, urls = _image_notes(res, images)
+                output = [
+                    {"type": "input_text", "text": text or "(see the image)"},
+                    *({"type": "input_image", "image_url": url, "detail": "auto"} for url in urls),
+                ]
+                if not urls:
+                    output = text
+            items.append({"type": "function_call_output", "call_id": res.call_id, "output": output})
+    else:
+        for part in msg.parts:
+            item = _assistant_item(part, store)
+            if item is not None:
+                items.append(item)
     return items
+
+
+class InputCache:
+    """:func:`responses_input` for a history sent again and again: each message's items are built once
+    and kept while the message is unchanged (the same parts) and ``store`` is the same, so a step of a
+    long session builds only its new messages' items instead of thousands of small dicts (which would
+    also wake the garbage collector). Items of a result with images are built every time (they depend
+    on the image store). Only the messages of the last call are kept. The items are shared between
+    requests and never changed once built."""
+
+    def __init__(self) -> None:
+        self._items: dict[int, tuple[Message, list[Part], bool, list[dict[str, Any]]]] = {}
+
+    def input(self, messages: list[Message], *, store: bool, images: ImageSource | None) -> list[dict[str, Any]]:
+        kept = self._items
+        fresh: dict[int, tuple[Message, list[Part], bool, list[dict[str, Any]]]] = {}
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            hit = kept.get(id(m))
+            if hit is None or hit[0] is not m or hit[2] is not store or hit[1] != m.parts:
+                items = _message_items(m, store, images)
+                if m.role == "tool" and any(type(p) is ToolResultPart and p.images for p in m.parts):
+                    out += items
+                    continue
+                hit = (m, list(m.parts), store, items)
+            fresh[id(m)] = hit
+            out += hit[3]
+        self._items = fresh
+        return out
 
 
 def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
@@ -389,6 +422,7 @@ class ChatStream:
 
 __all__ = [
     "ChatStream",
+    "InputCache",
     "ResponsesStream",
     "chat_messages",
     "chat_tools",

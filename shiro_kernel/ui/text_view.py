@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..context.prune import estimate_tokens, percent
+from ..context.prune import percent
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
 from ..store.ids import short_id
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 def context_percent(agent: Agent) -> int | None:
     """The session's estimated size as a percentage of the pruning threshold."""
     try:
-        return percent(estimate_tokens(list(agent.session.messages)), agent.config.compact_threshold)
+        session = agent.session
+        return percent(session.meter.estimate(list(session.messages)), agent.config.compact_threshold)
     except Exception:  # a view must never break on a half-built session
         return None
 

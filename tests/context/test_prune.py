@@ -6,21 +6,26 @@ from __future__ import annotations
 import copy
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
 from shiro_kernel.context.prune import (
     LADDER,
+    WIRE_RESULT_CHARS,
     TokenMeter,
     detach_provider_items,
     estimate_tokens,
     keep_tail,
+    limit_images,
+    limit_sizes,
     meter_label,
     percent,
     prune_to_fit,
     pruned_digest,
+    wire_ready,
 )
-from shiro_kernel.context.rules import answered_only
+from shiro_kernel.context.rules import answered_only, check_and_repair, pending_calls
 from shiro_kernel.transcript import (
     Message,
     ReasoningPart,
@@ -141,6 +146,18 @@ def test_meter_matches_the_estimate_and_only_serialises_what_changed():
     del msgs[5:9]
     assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
     assert meter.percent(meter.last + 10**9) == 0
+
+
+def test_the_meter_reads_only_what_follows_the_unchanged_start_and_forgets_steps_taken_back():
+    msgs = history(30, reasoning=10)
+    meter = TokenMeter()
+    meter.estimate(msgs)
+    for i in range(40):  # a step taken back each time (a retry, an aborted step), another one taken
+        assert meter.estimate(msgs + step(i)) == estimate_tokens(msgs + step(i)) and meter.serialised == 2
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
+    assert len(meter._cache) == len(msgs)  # nothing kept of the steps taken back
+    msgs[-1].parts.append(TextPart("the last one changed in place"))
+    assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 1
 
 
 @pytest.mark.parametrize(
@@ -284,15 +301,10 @@ def test_stripping_reasoning_alone_adds_no_digest():
     assert res.changed and not any("[context pruned" in m.text for m in res.messages)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_one_pass_measure_agrees_with_the_estimate_and_the_meter(seed):
-    """The ladder's one measuring pass gives exactly the estimate, with or without a warm meter, and the
-    same pruned request either way (the shortcut past the reasoning-only plan changes nothing)."""
-    from shiro_kernel.context.prune import _Sizes
-
-    rng = random.Random(seed)
-    msgs = random_history(rng)
-    if seed % 4 == 0:  # plain histories too: no reasoning, no ids (the shortcut's case)
+def _variant(rng: random.Random, msgs: list[Message], kind: int) -> list[Message]:
+    """Histories the ladder must treat exactly as the oracle does: plain (no reasoning, no ids); with
+    orphaned results and an empty message (the rare plan measured part by part); as generated."""
+    if kind == 0:
         msgs = [
             Message(m.role, [p for p in m.parts if not isinstance(p, ReasoningPart)])
             for m in msgs
@@ -301,15 +313,98 @@ def test_one_pass_measure_agrees_with_the_estimate_and_the_meter(seed):
         for m in msgs:
             for p in m.parts:
                 p.item_id = None
-        msgs = [m for m in msgs if m.parts]
-    assert _Sizes(msgs).tokens == estimate_tokens(msgs)
-    for threshold in (1, 50, 500, 5_000, 10**9):
-        cold = prune_to_fit(msgs, threshold)
+        return [m for m in msgs if m.parts]
+    if kind == 1:
+        callers = [i for i, m in enumerate(msgs) if m.tool_calls()]
+        for i in sorted(rng.sample(callers, min(2, len(callers))), reverse=True):
+            del msgs[i]  # its results are orphans now
+        msgs.insert(rng.randrange(len(msgs) + 1), Message("assistant", []))
+    return msgs
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_the_ladder_agrees_with_the_oracle_cold_and_with_the_sessions_meter(seed):
+    """The ladder that adds up sizes the meter keeps gives exactly the request the previous ladder (which
+    measured every part each step) gave: cold, with a warm meter, and as the session grows step by step
+    while the meter measures only the new messages."""
+    from prune_oracle import prune_to_fit_oracle
+
+    rng = random.Random(seed)
+    msgs = _variant(rng, random_history(rng), seed % 3)
+    meter = TokenMeter()
+    for threshold in (10**9, 5_000, 500, 50, 1):
+        expected = prune_to_fit_oracle(msgs, threshold)
+        assert prune_to_fit(msgs, threshold) == expected
+        assert prune_to_fit(msgs, threshold, meter=meter) == expected
+        assert meter.serialised == (len(msgs) if threshold == 10**9 else 0)  # measured once, then kept
+        assert expected.tokens_before == estimate_tokens(msgs) == meter.last
+        assert expected.messages and (stranded(expected.messages) == [] or not expected.changed)
+    threshold = rng.choice([300, 2_000, 8_000])
+    for i in range(6):
+        new = step(1000 + i, reasoning=rng.choice([0, 40]), output=rng.randint(5, 400), text="noted" * (i % 2))
+        msgs = msgs + new
+        got = prune_to_fit(msgs, threshold, meter=meter)
+        assert meter.serialised == len(new)
+        assert got == prune_to_fit_oracle(msgs, threshold)
+    again = prune_to_fit(msgs, threshold, meter=meter)  # the copies the meter keeps are sent again, unchanged
+    assert again == got and meter.serialised == 0
+
+
+def _flawed(rng: random.Random, msgs: list[Message], flaw: int) -> list[Message]:
+    """A history with one thing a check before pruning must act on (flaw 0: none)."""
+    from shiro_kernel.transcript import ImageRef
+
+    msgs = list(msgs)
+    if flaw == 1:  # a result whose call is gone
+        callers = [i for i, m in enumerate(msgs) if m.tool_calls()]
+        if callers:
+            del msgs[rng.choice(callers)]
+    elif flaw == 2:  # a call without its result
+        answers = [i for i, m in enumerate(msgs) if m.role == "tool"]
+        if answers:
+            del msgs[rng.choice(answers[:-1] or answers)]
+    elif flaw == 3:  # more images than go on the wire
+        for i in range(4):
+            image = ImageRef(f"{i:064x}", "image/png", 10, 10, alt=f"plot {i}")
+            msgs += step(500 + i)
+            msgs[-1] = Message("tool", [replace(msgs[-1].parts[0], images=[image])])
+    elif flaw == 4:  # a result over the wire cap
+        msgs += step(600, output=WIRE_RESULT_CHARS + 1)
+    elif flaw == 5:  # reasoning that lost its id beside a text that kept one
+        msgs.append(Message("assistant", [ReasoningPart(["r"]), TextPart("t", item_id="msg_x")]))
+    elif flaw == 6:  # a result before its own call in one message
+        msgs.append(Message("assistant", [ToolResultPart("c_in", "python", "o"), ToolCallPart("c_in", "python", "{}")]))
+    return msgs
+
+
+@pytest.mark.parametrize("seed", range(56))
+def test_the_checks_are_skipped_only_when_they_would_change_nothing(seed):
+    """``wire_ready`` lets a step skip the repair, image and size passes: never when one of them would act,
+    and (for a clean history) always, with a warm meter as the history grows or changes in place."""
+    rng = random.Random(seed)
+    flaw = seed % 7
+    msgs = _flawed(rng, [m for m in random_history(rng) if "call_pending" not in str(m.parts)], flaw)
+    for store in (True, False):
         meter = TokenMeter()
-        warm = prune_to_fit(msgs, threshold, meter=meter)
-        assert cold == warm
-        # the first pass warmed the meter: the next step measures nothing it has seen
-        assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
-        assert prune_to_fit(msgs, threshold, meter=meter) == cold
-        assert cold.tokens_before == estimate_tokens(msgs)
-        assert stranded(cold.messages) == [] and cold.messages
+        ready = wire_ready(meter.records(msgs), store=store, meter=meter)
+        unchanged = (
+            check_and_repair(msgs, store=store)[0] is msgs
+            and limit_images(msgs)[0] is msgs
+            and limit_sizes(msgs)[0] is msgs
+        )
+        # not ready although nothing would change: only a call waiting for approval (the full checks decide)
+        assert ready == unchanged or (unchanged and pending_calls(msgs)), (flaw, store)
+        if flaw == 0 and store:
+            assert ready
+    # the same answer from a meter that saw the history before it grew, or before an earlier message changed
+    meter = TokenMeter()
+    wire_ready(meter.records(msgs), store=True, meter=meter)
+    grown = msgs + step(700) + _flawed(rng, [], 0)
+    assert wire_ready(meter.records(grown), store=True, meter=meter) == wire_ready(
+        TokenMeter().records(grown), store=True
+    )
+    if flaw == 0:
+        edited = list(grown)
+        callers = [i for i, m in enumerate(edited) if m.tool_calls()]
+        edited[callers[0]] = Message("assistant", [TextPart("the call is gone")])  # its result is an orphan now
+        assert not wire_ready(meter.records(edited), store=True, meter=meter)
