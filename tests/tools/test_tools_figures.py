@@ -196,6 +196,41 @@ def test_responses_carries_input_image_parts_and_text_without_vision():
     assert plain[2]["output"] == "[figure]\n[image not shown (this model takes no images): a red square]"
 
 
+def test_the_input_cache_builds_each_message_once_and_matches_the_plain_conversion():
+    """A long session's request reuses each unchanged message's items (the same objects); a changed
+    message, another ``store`` or a result with images is built again, and the request is always exactly
+    what :func:`wire.responses_input` gives."""
+    ref = _ref()
+    history = _history(ref)
+    history[3].parts[0].item_id = "fc_2"  # an id: its item depends on ``store``
+    cache = wire.InputCache()
+    source = assets().data_url
+
+    def check(store: bool, images=source) -> list:
+        items = cache.input(history, store=store, images=images)
+        assert items == wire.responses_input(history, store=store, images=images)
+        return items
+
+    first = check(True)
+    again = check(True)
+    assert again[0] is first[0] and again[1] is first[1]  # unchanged messages: built once
+    assert again[2] is not first[2]  # the result with an image: built every time (the image store decides)
+    assert check(False)[3] == {
+        "type": "function_call",
+        "call_id": "c2",
+        "name": "python",
+        "arguments": '{"code": "q()"}',
+    }  # store off: inline, not the stored reference
+    assert check(True)[3] == {"type": "item_reference", "id": "fc_2"}
+    history[1].parts[0] = ToolCallPart("c1", "python", '{"code": "plot()"}')  # a part replaced
+    assert json.loads(check(True)[1]["arguments"]) == {"code": "plot()"}
+    history.append(Message.user("more"))
+    assert check(True)[-1] == {"role": "user", "content": "more"}
+    assert check(True, images=None)[2]["output"].endswith(
+        "[image not shown (this model takes no images): a red square]"
+    )
+
+
 def test_chat_sends_images_in_one_user_message_after_the_tool_messages():
     msgs = wire.chat_messages("sys", _history(_ref()), images=assets().data_url)
     roles = [m["role"] for m in msgs]
