@@ -53,6 +53,7 @@ class Agent:
     def __init__(self, shell: Any = None, config: Shiro | None = None) -> None:
         self.shell = shell
         self.config = config or Shiro(parent=shell)
+        self._root: tuple[Path, Path] | None = None  # (where it was looked up from, the root): this turn's
         self.store = SessionStore(home() / "sessions")
         self.session = Session(notebook_path=self._notebook_str())
         self.save_error: StoreError | None = None  # the last autosave failure, until a write succeeds
@@ -92,7 +93,13 @@ class Agent:
 
     @property
     def root(self) -> Path:
-        return project_root(self.notebook or Path.cwd())
+        """The project's root (the repository holding the notebook, else its folder). Looked up once per
+        turn and folder: walking up to the file system's root for a ``.git`` costs a few dozen ``stat``
+        calls, and a turn asks for it several times (its tools, notes, memories and prompt history)."""
+        start = self.notebook or Path.cwd()
+        if self._root is None or self._root[0] != start:
+            self._root = (start, project_root(start))
+        return self._root[1]
 
     @property
     def tasks(self) -> TaskList:
@@ -321,6 +328,7 @@ class Agent:
             variant, spec = agent_variant(self.config, agent)
         except ValueError as exc:
             raise RequestError(str(exc)) from None
+        self._root = None  # looked up again: a folder may have become a repository since the last turn
         root, notebook = self.root, self.notebook
         model = model or self.config.model
         emit = on_event or (lambda e: None)

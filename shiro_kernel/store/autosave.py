@@ -1,7 +1,8 @@
 """Debounced autosave of the current session (the seed's 400 ms), off the caller's thread.
 
-Every ``session.changed()`` restarts a ``delay`` countdown; when it runs out the record is written on a
-timer thread, never on the caller's. A long burst of changes (a long tool loop) is written at least every
+Every ``session.changed()`` restarts a ``delay`` countdown; when it runs out the record is written on the
+autosave thread, never on the caller's. One daemon thread keeps the countdowns of every autosaver in the
+process (:class:`_Clock`): a change starts no thread, it only sets a deadline. A long burst of changes (a long tool loop) is written at least every
 ``max_wait`` seconds, so a kernel that dies mid-turn loses at most that much. A failed write on the timer
 thread is handed to ``on_error`` (it never raises there); :meth:`Autosaver.flush` raises it instead.
 
@@ -25,6 +26,45 @@ from .sessions import SessionStore
 AUTOSAVE_DELAY = 0.4
 #: a long tool loop keeps restarting the debounce; past this many seconds of changes it writes anyway
 AUTOSAVE_MAX_WAIT = 5.0
+
+
+class _Clock:
+    """The countdowns of every autosaver, on one daemon thread started on first use: ``schedule`` sets a
+    saver's deadline (waking the thread), and the thread calls the saver's ``_fire`` when it is due."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[Autosaver, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, saver: Autosaver, deadline: float) -> None:
+        with self._cond:
+            self._due[saver] = deadline
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="shiro-autosave", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def cancel(self, saver: Autosaver) -> None:
+        with self._cond:
+            self._due.pop(saver, None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    due = [saver for saver, at in self._due.items() if at <= now]
+                    if due:
+                        for saver in due:
+                            del self._due[saver]
+                        break
+                    self._cond.wait(min(self._due.values()) - now if self._due else None)
+            for saver in due:
+                saver._fire()
+
+
+_clock = _Clock()
 
 
 class Autosaver:
@@ -57,7 +97,7 @@ class Autosaver:
         #: ids the session was saved away from because another writer changed their record (old ids)
         self.moved_from: list[str] = []
         self._first_change = 0.0
-        self._timer: threading.Timer | None = None
+        self._scheduled = False  # a countdown is running (on the clock)
         self._deadline = 0.0
         self._lock = threading.Lock()
         self._save_lock = threading.Lock()
@@ -73,7 +113,7 @@ class Autosaver:
     @property
     def pending(self) -> bool:
         """A write is scheduled."""
-        return self._timer is not None
+        return self._scheduled
 
     def _on_change(self, _session: Session) -> None:
         if self._closed:
@@ -81,39 +121,34 @@ class Autosaver:
         self._dirty = True
         with self._lock:
             now = time.monotonic()
-            if self._timer is None:
+            if not self._scheduled:
+                self._scheduled = True
                 self._first_change = now
                 self._deadline = now + self.delay
-                self._start(self.delay)
-            else:
+                _clock.schedule(self, self._deadline)
+            else:  # the clock wakes at the earlier deadline and waits out the rest (see _fire)
                 self._deadline = min(now + self.delay, self._first_change + self.max_wait)
 
-    def _start(self, seconds: float) -> None:
-        timer = threading.Timer(seconds, self._fire)
-        timer.daemon = True
-        timer.name = "shiro-autosave"
-        self._timer = timer
-        timer.start()
-
     def _fire(self) -> None:
+        """On the clock's thread, at a deadline: write, unless the countdown was cancelled or restarted."""
         with self._lock:
-            if self._timer is None or threading.current_thread() is not self._timer:
-                return  # cancelled or superseded
+            if not self._scheduled:
+                return  # cancelled
             remaining = self._deadline - time.monotonic()
             if remaining > 0.001:  # changed again since: wait out the rest of the countdown
-                self._start(remaining)
+                _clock.schedule(self, self._deadline)
                 return
-            self._timer = None
+            self._scheduled = False
         try:
             self._write()
-        except StoreError as exc:  # never raise on a timer thread
+        except StoreError as exc:  # never raise on the clock's thread
             self.on_error(exc)
 
     def _cancel(self) -> None:
         with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            if self._scheduled:
+                self._scheduled = False
+                _clock.cancel(self)
 
     def adopt(self, lease: Lease | None) -> None:
         """Own ``lease`` (taken by :meth:`SessionStore.take` for this session); released by :meth:`close`."""

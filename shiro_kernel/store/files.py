@@ -113,15 +113,33 @@ def quarantine(path: Path) -> Path:
     return target
 
 
+_locks: dict[tuple[str, float], Any] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock_for(name: str, timeout: float) -> Any:
+    """One ``FileLock`` per lock file and timeout, kept (building one costs more than taking it; its state
+    is per thread, so threads share it safely)."""
+    from filelock import FileLock
+
+    with _locks_guard:
+        lock = _locks.get((name, timeout))
+        if lock is None:
+            if len(_locks) > 256:  # a process that touched many projects: start over
+                _locks.clear()
+            lock = _locks[(name, timeout)] = FileLock(name, timeout=timeout)
+        return lock
+
+
 @contextmanager
 def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     """Hold an exclusive lock on ``<path>.lock`` (works across processes and threads). Raises
     :class:`StoreError` when the lock file cannot be made (a read-only home) or another kernel holds
     the lock for longer than ``timeout`` seconds."""
-    from filelock import FileLock, Timeout
+    from filelock import Timeout
 
     path = Path(path)
-    lock = FileLock(str(path) + ".lock", timeout=timeout)
+    lock = _lock_for(str(path) + ".lock", timeout)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
