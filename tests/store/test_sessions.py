@@ -520,6 +520,27 @@ def test_transcript_text(store: SessionStore) -> None:
     assert "[x] a" in text
 
 
+def test_every_sessions_countdown_runs_on_one_thread(tmp_path):
+    """A change starts no thread (a turn would pay for starting one): six sessions changing at once are
+    counted down on one clock thread, and each is written once its countdown ends."""
+    store = SessionStore(tmp_path / "sessions")
+    sessions = [Session() for _ in range(6)]
+    savers = [Autosaver(store, s, lambda: "m", delay=0.05, at_exit=False) for s in sessions]
+    for round_ in range(3):
+        for s in sessions:
+            s.append(Message.user(f"change {round_}"))
+    clocks = [t for t in threading.enumerate() if t.name == "shiro-autosave"]
+    assert len(clocks) == 1
+    deadline = time.monotonic() + 5
+    while any(v.writes == 0 for v in savers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [v.writes for v in savers] == [1] * 6 and not any(v.pending for v in savers)
+    assert all(len(store.load(s.id).messages) == 3 for s in sessions)
+    assert [t for t in threading.enumerate() if t.name == "shiro-autosave"] == clocks  # still the one
+    for v in savers:
+        v.close()
+
+
 def test_a_long_burst_of_changes_still_writes_every_max_wait(tmp_path):
     """The debounce restarts on every change, but a turn that changes the history for longer than
     ``max_wait`` is written meanwhile: a kernel dying mid-turn loses at most that much."""
