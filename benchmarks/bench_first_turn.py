@@ -74,6 +74,23 @@ def cell(src):
     return dt
 
 cell("%load_ext shiro_kernel")
+
+# where a warm turn's time goes: the model call (our post, its SSE decoded and parsed) and the durable
+# save at its end, timed around the two methods (about a microsecond each)
+from shiro_kernel import agent as _agent, turn as _turn
+parts = {"model": 0.0, "save": 0.0}
+def _timed(cls, name, key):
+    f = getattr(cls, name)
+    def timed(*a, **k):
+        t = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            parts[key] += time.perf_counter() - t
+    setattr(cls, name, timed)
+_timed(_turn.Turn, "_call_model", "model")
+_timed(_agent.Agent, "save_now", "save")
+
 for _ in range(1 + cfg["warmup_turns"]):
     cell(cfg["turn"])
 
@@ -131,9 +148,12 @@ body = body_of_last_turn()
 for _name, fn in variants:
     for _ in range(cfg["sdk_warmup"]):
         fn(body)
-out = {"turn": [], **{name: [] for name, _ in variants}}
+out = {"turn": [], "model": [], "save": [], **{name: [] for name, _ in variants}}
 for r in range(cfg["rounds"]):
+    parts.update(model=0.0, save=0.0)
     out["turn"].append(cell(cfg["turn"]))
+    out["model"].append(parts["model"])
+    out["save"].append(parts["save"])
     body = body_of_last_turn()
     for k in range(len(variants)):
         name, fn = variants[(r + k) % len(variants)]
@@ -245,6 +265,8 @@ def main() -> None:
     first_delayed = median([r["first"] for r in cold["delayed"]])
     first_now = median([r["first"] for r in cold["immediate"]])
     turn, untyped, raw = median(warm["turn"]), median(warm["untyped"]), median(warm["raw_bytes"])
+    model, save = median(warm["model"]), median(warm["save"])
+    rest = median([t - m - v for t, m, v in zip(warm["turn"], warm["model"], warm["save"], strict=True)])
     typed, typed_eb = median(warm["typed"]), median(warm["typed_extra_body"])
 
     def verdict(ok: bool) -> str:
@@ -283,6 +305,13 @@ def main() -> None:
             f"{ms(turn)} (x{turn / untyped:.2f} the untyped post)",
             f"<= x1.5 the untyped post: {verdict(turn / untyped <= 1.5)}",
         ),
+        (
+            "  of it: the model call (our post, its events decoded and parsed)",
+            f"{ms(model)} (x{model / untyped:.2f} the untyped post)",
+            "-",
+        ),
+        ("  of it: the record written and fsync'd before the footer says saved", ms(save), "-"),
+        ("  of it: the rest (IPython's cell, the magic, the session, the display)", ms(rest), "-"),
         ("same body, SDK without typed parsing (SSE events as dicts)", ms(untyped), "-"),
         ("same body, SDK without typed parsing (raw SSE bytes)", ms(raw), "-"),
         (

@@ -186,10 +186,14 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
                 ):
                     t_o, t_b, ratio = paired(fn, theirs, k)
                     ratios[(kind, n)] = ratio
-                    what = "a running session" if kind == "running" else "first step after resume"
+                    what = (
+                        f"a running session from {len(msgs):,} messages, +2 a turn"
+                        if kind == "running"
+                        else f"first step of a session resumed with {len(msgs):,} messages"
+                    )
                     rows.append(
                         (
-                            f"step with {len(msgs):,} messages ({len(body['input']):,} sent), {what}: ours vs untyped",
+                            f"{what} ({len(body['input']):,} sent): ours vs untyped",
                             f"{t_o * 1000:.1f} ms vs {t_b * 1000:.1f} ms ({(t_o - t_b) * 1000:+.2f} ms, x{ratio:.2f})",
                         )
                     )

@@ -75,6 +75,22 @@ def main() -> None:
         f"  prune_to_fit, ladder (threshold 60k):        {median_ms(lambda: prune_to_fit(big, ladder_threshold), 7):8.2f}"
         f"   ({res.before} -> {res.after} messages, rung {res.rung}, {res.tokens_after:,} tokens)"
     )
+    # the same two, as a running session's next step: one more call and result, the session's meter
+    # having measured the rest before (the new pair is taken off again after each run)
+    step = transcript(4)[1:3]
+    for label, threshold in (
+        ("reasoning strip suffices", strip_threshold),
+        ("ladder (threshold 60k)", ladder_threshold),
+    ):
+        meter = TokenMeter()
+        prune_to_fit(big, threshold, meter=meter)
+
+        def next_step(threshold: int = threshold, meter: TokenMeter = meter) -> None:
+            big.extend(step)
+            prune_to_fit(big, threshold, meter=meter)
+            del big[-2:]
+
+        print(f"  {'  the next step, with the session meter:':<45}{median_ms(next_step, 15):8.2f}   ({label})")
     meter = TokenMeter()
     meter.estimate(big)
     print(
