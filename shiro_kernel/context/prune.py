@@ -270,10 +270,9 @@ class TokenMeter:
 
     def __init__(self) -> None:
         self._cache: dict[int, Record] = {}
-        # the messages of the last call and their records (a history that only grew reuses them), and
-        # the sum of their lengths
-        self._seen: tuple[list[int], list[Record]] = ([], [])
-        self._total = 0
+        # the messages of the last call (their ids), their records and the sum of their lengths: a history
+        # that only grew reuses them
+        self._seen: tuple[list[int], list[Record], int] = ([], [], 0)
         # the last scan and digest: the records they read, and what they added up (see scan, digest)
         self._scan: tuple[list[Record], _Scan] | None = None
         self._digest: tuple[int, list[Record], _Digest] | None = None
@@ -282,7 +281,12 @@ class TokenMeter:
 
     def records(self, messages: list[Message]) -> list[Record]:
         """Each message's record (measured now when new or changed); sets :attr:`last`."""
-        seen, kept = self._seen
+        return self._records(messages)[0]
+
+    def _records(self, messages: list[Message]) -> tuple[list[Record], int]:
+        """The records and the estimate. The view's context meter may ask from another thread while a turn
+        prunes: what one call reads of the last (``_seen``: ids, records and their total) is one tuple."""
+        seen, kept, kept_total = self._seen
         ids = list(map(id, messages))
         q = min(len(seen), len(ids))
         if ids[:q] != seen[:q]:  # where the history stopped being the one of the last call
@@ -294,16 +298,15 @@ class TokenMeter:
             for key in gone:  # the messages that were after them (a step taken back, a retry)
                 self._cache.pop(key, None)
             out = kept[:q] + self._measure(messages[q:])
-            total = (self._total if q == len(kept) else sum([r.chars for r in kept[:q]])) + sum(
-                [r.chars for r in out[q:]]
-            )
+            total = kept_total if q == len(kept) else sum([r.chars for r in kept[:q]])
+            total += sum([r.chars for r in out[q:]])
         else:
             out = self._measure(messages, drop_others=True)
             total = sum([r.chars for r in out])
-        self._seen = (ids, out)
-        self._total = total
-        self.last = _tokens(total, len(messages))
-        return out
+        self._seen = (ids, out, total)
+        estimate = _tokens(total, len(messages))
+        self.last = estimate
+        return out, estimate
 
     def _measure(self, messages: list[Message], *, drop_others: bool = False) -> list[Record]:
         """The records of ``messages`` from the cache, measuring the new or changed ones; with
@@ -324,8 +327,7 @@ class TokenMeter:
         return out
 
     def estimate(self, messages: list[Message]) -> int:
-        self.records(messages)
-        return self.last
+        return self._records(messages)[1]
 
     def scan(self, recs: list[Record]) -> _Scan:
         """The :class:`_Scan` of these records; only those after the last scan's (when they are its

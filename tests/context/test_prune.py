@@ -408,3 +408,38 @@ def test_the_checks_are_skipped_only_when_they_would_change_nothing(seed):
         callers = [i for i, m in enumerate(edited) if m.tool_calls()]
         edited[callers[0]] = Message("assistant", [TextPart("the call is gone")])  # its result is an orphan now
         assert not wire_ready(meter.records(edited), store=True, meter=meter)
+
+
+def test_the_meter_answers_the_view_while_a_turn_prunes():
+    """The live view asks the session's meter for the context size from the kernel's thread while the turn
+    prunes with it on another: every answer is the estimate of the history the view passed."""
+    import sys
+    import threading
+
+    msgs = history(200, reasoning=20)
+    meter = TokenMeter()
+    stop = threading.Event()
+    wrong: list[tuple[int, int]] = []
+
+    def view() -> None:
+        while not stop.is_set():
+            snapshot = list(msgs)
+            got, want = meter.estimate(snapshot), estimate_tokens(snapshot)
+            if got != want:
+                wrong.append((got, want))
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # interleave the two threads as finely as the interpreter allows
+    watcher = threading.Thread(target=view)
+    watcher.start()
+    try:
+        for i in range(200):
+            msgs += step(1000 + i, output=50)
+            prune_to_fit(msgs, 3_000, meter=meter)
+            if i % 7 == 0:
+                del msgs[-2:]  # a step taken back
+    finally:
+        stop.set()
+        watcher.join()
+        sys.setswitchinterval(switch)
+    assert wrong == []
