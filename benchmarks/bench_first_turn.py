@@ -54,7 +54,10 @@ SDK_WARMUP = 3
 BARE = "from IPython.core.interactiveshell import InteractiveShell as S; S.instance()"
 # the extension loaded as %load_ext loads it (and as c.InteractiveShellApp.extensions does at start-up):
 # through IPython's extension manager, without running a cell
-LOADED_EXT = BARE + "; S.instance().extension_manager.load_extension('shiro_kernel')"
+LOADED_EXT = (
+    BARE + "; import time; t = time.perf_counter(); S.instance().extension_manager.load_extension('shiro_kernel')"
+    "; print(time.perf_counter() - t)"
+)
 LOADED = BARE + "; S.instance().run_cell('%load_ext shiro_kernel')"
 # what running any first cell costs IPython itself (its tokenizer's regexes, hashlib, bdb): part of row 2
 ONE_CELL = BARE + "; S.instance().run_cell('pass')"
@@ -181,6 +184,7 @@ class Load(NamedTuple):
     mcp: float
     r_extension: float  # loaded by the extension manager / bare
     r_cell: float  # %load_ext as the first cell / an empty first cell
+    inside: float  # load_extension itself, timed in the process
 
 
 def load_ext_vs_bare(ws: Workspace) -> Load:
@@ -193,7 +197,18 @@ def load_ext_vs_bare(ws: Workspace) -> Load:
     def runs(code: str, where: Path = cwd) -> Callable[[], float]:
         return lambda: process_seconds([sys.executable, "-c", code], env, where)
 
-    variants = (runs(BARE), runs(LOADED_EXT), runs(ONE_CELL), runs(LOADED), runs(LOADED_NO_MCP_IMPORT, mcp_cwd))
+    inside: list[float] = []  # the load itself, timed in the process
+
+    def extension() -> float:
+        t0 = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", LOADED_EXT], env=env, cwd=cwd, check=True, capture_output=True, text=True
+        )
+        wall = time.perf_counter() - t0
+        inside.append(float(done.stdout.split()[-1]))
+        return wall
+
+    variants = (runs(BARE), extension, runs(ONE_CELL), runs(LOADED), runs(LOADED_NO_MCP_IMPORT, mcp_cwd))
     for fn in variants:  # bytecode, IPython profile, file caches
         fn()
     bare, ext, cell, loaded, mcp = interleave(LOAD_PAIRS, *variants)
@@ -203,7 +218,14 @@ def load_ext_vs_bare(ws: Workspace) -> Load:
         return median([x / y for x, y in zip(a, b, strict=True)])
 
     return Load(
-        median(bare), median(ext), median(cell), median(loaded), median(mcp), ratio(ext, bare), ratio(loaded, cell)
+        median(bare),
+        median(ext),
+        median(cell),
+        median(loaded),
+        median(mcp),
+        ratio(ext, bare),
+        ratio(loaded, cell),
+        median(inside),
     )
 
 
@@ -298,6 +320,7 @@ def main() -> None:
             f"{ms(load.extension)} vs {ms(load.bare)} (x{load.r_extension:.2f})",
             f"<= x1.05: {verdict(load.r_extension <= 1.05)}",
         ),
+        ("  of it: load_extension itself (timed in the process)", ms(load.inside), "-"),
         (
             "IPython start + %load_ext shiro_kernel as the first cell vs an empty first cell",
             f"{ms(load.loaded)} vs {ms(load.cell)} (x{load.r_cell:.2f})",
@@ -354,7 +377,9 @@ def main() -> None:
         "",
         f"Medians. Load: {LOAD_PAIRS} interleaved rounds of five fresh processes, with SHIRO_NO_WARMUP=1 (the process",
         "exits at once and would cut the warm-up thread short); a ratio is the median of the rounds' ratios (a round's",
-        "processes run back to back). `%load_ext` calls the extension manager's load_extension, which the first row",
+        "processes run back to back). On this shared 2-core machine a process start varies by more than the",
+        "load costs (timed in the process: second row), so the first row moves by a few percent from run to run.",
+        "`%load_ext` calls the extension manager's load_extension, which the first row",
         "calls directly; running it in a cell adds the cost of IPython's first cell, which any first cell pays (third",
         "row). The %load_ext line alone is timed inside the first-turn",
         f"processes, warm-up on. First turns: {COLD_REPEATS} fresh processes per variant, interleaved, each in a new",
