@@ -15,11 +15,17 @@ span held (tools, files, outcomes, decisions) instead of seeing nothing.
   the last N messages go, N from the ladder ``[64, 32, 16, 8, 4]`` (the widest that fits, or the
   narrowest; never an empty list).
 
-Every candidate wire copy is a *plan* (:func:`_plan`: which parts of which messages survive, by one
-implementation of the rules — the tail kept, reasoning dropped, results whose call did not survive
-dropped by :func:`~shiro_kernel.context.rules.answered_only`); a plan is measured by adding up part
-sizes measured once, and only the chosen plan is built. A call without a result is kept on purpose:
-that is what a call waiting for approval looks like. Nothing given is mutated.
+The rules are those of :func:`_plan` (which parts of which messages survive — the tail kept, reasoning
+dropped, results whose call did not survive dropped by :func:`~shiro_kernel.context.rules.answered_only`).
+A session keeps one :class:`TokenMeter` for its life, and the meter a :class:`Record` of each message:
+its length, and what the rules leave of it before a rung's tail (no tool content, no reasoning) or in the
+reasoning-only plan, measured once while the message is unchanged. What the history holds as a whole
+(:class:`_Scan`) and the digest of a pruned span (:class:`_Digest`) are added up message by message, so a
+step of a session that only grew reads its new messages: a rung is measured by adding up, only the
+rung's tail (at most 64 messages) goes through :func:`_plan`, and the copies of the messages before it
+are kept. ``tests/context/prune_oracle.py`` keeps the ladder that measured every part each step, and the
+tests hold this one to exactly its answers. A call without a result is kept on purpose: that is what a
+call waiting for approval looks like. Nothing given is mutated.
 """
 
 from __future__ import annotations
