@@ -556,7 +556,7 @@ class Provider:
         from . import wire
 
         s = self.settings
-        body: dict[str, Any] = {"model": s.model, "messages": wire.chat_messages(system, messages, images=self.images)}
+        body: dict[str, Any] = {"model": s.model, "messages": self._input_cache().chat(system, messages, self.images)}
         if tools:
             body["tools"] = wire.chat_tools(tools)
         if s.reasoning_effort:

@@ -114,33 +114,56 @@ def _message_items(msg: Message, store: bool, images: ImageSource | None) -> lis
     return items
 
 
+_Kept = tuple[Message, list[Part], object, list[dict[str, Any]]]  # (message, its parts, the setting, its items)
+
+
 class InputCache:
-    """:func:`responses_input` for a history sent again and again: each message's items are built once
-    and kept while the message is unchanged (the same parts) and ``store`` is the same, so a step of a
-    long session builds only its new messages' items instead of thousands of small dicts (which would
-    also wake the garbage collector). Items of a result with images are built every time (they depend
-    on the image store). Only the messages of the last call are kept. The items are shared between
-    requests and never changed once built."""
+    """A long history's request, sent again and again, built from each message's items kept while the
+    message is unchanged (the same parts) and the setting they depend on is the same (``store`` for
+    Responses): a step of a long session builds only its new messages' items instead of thousands of
+    small dicts (which would also wake the garbage collector). A tool message with images is built every
+    time (its items depend on the image store). Only the messages of the last call of each API are kept.
+    The items are shared between requests and never changed once built."""
 
     def __init__(self) -> None:
-        self._items: dict[int, tuple[Message, list[Part], bool, list[dict[str, Any]]]] = {}
+        self._kept: dict[str, dict[int, _Kept]] = {"responses": {}, "chat": {}}
+
+    def _items(
+        self,
+        fresh: dict[int, _Kept],
+        api: str,
+        m: Message,
+        setting: object,
+        build: Callable[..., list[dict[str, Any]]],
+        *args: Any,
+    ) -> list[dict[str, Any]]:
+        """``m``'s items as kept (recorded in ``fresh``), or built now by ``build(m, *args)``."""
+        hit = self._kept[api].get(id(m))
+        if hit is None or hit[0] is not m or hit[2] is not setting or hit[1] != m.parts:
+            items = build(m, *args)
+            if m.role == "tool" and any(type(p) is ToolResultPart and p.images for p in m.parts):
+                return items
+            hit = (m, list(m.parts), setting, items)
+        fresh[id(m)] = hit
+        return hit[3]
 
     def input(self, messages: list[Message], *, store: bool, images: ImageSource | None) -> list[dict[str, Any]]:
-        kept = self._items
-        fresh: dict[int, tuple[Message, list[Part], bool, list[dict[str, Any]]]] = {}
+        """:func:`responses_input`."""
+        fresh: dict[int, _Kept] = {}
         out: list[dict[str, Any]] = []
         for m in messages:
-            hit = kept.get(id(m))
-            if hit is None or hit[0] is not m or hit[2] is not store or hit[1] != m.parts:
-                items = _message_items(m, store, images)
-                if m.role == "tool" and any(type(p) is ToolResultPart and p.images for p in m.parts):
-                    out += items
-                    continue
-                hit = (m, list(m.parts), store, items)
-            fresh[id(m)] = hit
-            out += hit[3]
-        self._items = fresh
+            out += self._items(fresh, "responses", m, store, _message_items, store, images)
+        self._kept["responses"] = fresh
         return out
+
+    def chat(self, system: str, messages: list[Message], images: ImageSource | None) -> list[dict[str, Any]]:
+        """:func:`chat_messages`."""
+        fresh: dict[int, _Kept] = {}
+        steps = _ChatSteps(system)
+        for m in messages:
+            steps.add(m, self._items(fresh, "chat", m, None, _chat_entries, images))
+        self._kept["chat"] = fresh
+        return steps.done()
 
 
 def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:
@@ -178,44 +201,76 @@ def chat_messages(system: str, messages: list[Message], images: ImageSource | No
     carry text only, so the images of a step's tool results follow in ONE ``user`` message with
     ``image_url`` parts, right after the last tool message of that step (the API wants every tool message
     directly after its assistant message; a user message may come next)."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    pending: list[tuple[str, str, list[str]]] = []  # (call id, tool name, data URLs) of this step's results
+    steps = _ChatSteps(system)
+    for msg in messages:
+        steps.add(msg, _chat_entries(msg, images))
+    return steps.done()
 
-    def flush() -> None:
-        if not pending:
+
+#: the images a tool message's results carry on Chat Completions: (call id, tool name, data URLs)
+_IMAGES_KEY = "_shiro_images"
+
+
+def _chat_entries(msg: Message, images: ImageSource | None) -> list[dict[str, Any]]:
+    """One message's own Chat Completions entries. A tool message whose results carry images ends with a
+    marker entry listing them, which :class:`_ChatSteps` turns into the step's one ``user`` message."""
+    if msg.role in ("system", "user"):
+        return [{"role": msg.role, "content": msg.text}]
+    if msg.role == "tool":
+        out: list[dict[str, Any]] = []
+        shown: list[tuple[str, str, list[str]]] = []
+        for res in msg.tool_results():
+            text, urls = _image_notes(res, images) if res.images else (res.output, [])
+            out.append({"role": "tool", "tool_call_id": res.call_id, "content": text})
+            if urls:
+                shown.append((res.call_id, res.name, urls))
+        if shown:
+            out.append({_IMAGES_KEY: shown})
+        return out
+    calls = msg.tool_calls()
+    if not msg.text and not calls:
+        return []  # a reasoning-only message has nothing to say on this API
+    entry: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+    if calls:
+        entry["tool_calls"] = [
+            {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+        ]
+    return [entry]
+
+
+class _ChatSteps:
+    """Chat Completions ``messages`` put together from each message's entries: the images of a step's tool
+    results go in one ``user`` message after the step's last tool message."""
+
+    def __init__(self, system: str) -> None:
+        self.out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+        self.pending: list[tuple[str, str, list[str]]] = []
+
+    def add(self, msg: Message, entries: list[dict[str, Any]]) -> None:
+        if msg.role != "tool":
+            self._flush()
+        for entry in entries:
+            if _IMAGES_KEY in entry:
+                self.pending += entry[_IMAGES_KEY]
+            else:
+                self.out.append(entry)
+
+    def _flush(self) -> None:
+        if not self.pending:
             return
-        names = ", ".join(f"{name} ({call_id})" for call_id, name, _ in pending)
+        names = ", ".join(f"{name} ({call_id})" for call_id, name, _ in self.pending)
         content: list[dict[str, Any]] = [{"type": "text", "text": f"Images from the tool results above: {names}"}]
         content += [
-            {"type": "image_url", "image_url": {"url": url, "detail": "auto"}} for _, _, urls in pending for url in urls
+            {"type": "image_url", "image_url": {"url": url, "detail": "auto"}}
+            for _, _, urls in self.pending
+            for url in urls
         ]
-        out.append({"role": "user", "content": content})
-        pending.clear()
+        self.out.append({"role": "user", "content": content})
+        self.pending = []
 
-    for msg in messages:
-        if msg.role != "tool":
-            flush()
-        if msg.role in ("system", "user"):
-            out.append({"role": msg.role, "content": msg.text})
-        elif msg.role == "tool":
-            for res in msg.tool_results():
-                text, urls = _image_notes(res, images) if res.images else (res.output, [])
-                out.append({"role": "tool", "tool_call_id": res.call_id, "content": text})
-                if urls:
-                    pending.append((res.call_id, res.name, urls))
-        else:
-            calls = msg.tool_calls()
-            if not msg.text and not calls:
-                continue  # a reasoning-only message has nothing to say on this API
-            entry: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
-            if calls:
-                entry["tool_calls"] = [
-                    {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                    for c in calls
-                ]
-            out.append(entry)
-    flush()
-    return out
+    def done(self) -> list[dict[str, Any]]:
+        self._flush()
+        return self.out
 
 
 # -- responses: parsing -------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from shiro_kernel.store.assets import assets
 from shiro_kernel.store.records import session_from_record, session_to_record
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
 from shiro_kernel.tools.python_tool import run_python
-from shiro_kernel.transcript import ImageRef, Message, ToolCallPart, ToolResultPart
+from shiro_kernel.transcript import ImageRef, Message, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.turn import Turn, TurnOptions
 from shiro_kernel.ui import outputs
 from shiro_kernel.ui.render import TurnLog, to_bundle_json, to_html, to_markdown, to_text
@@ -229,6 +229,49 @@ def test_the_input_cache_builds_each_message_once_and_matches_the_plain_conversi
     assert check(True, images=None)[2]["output"].endswith(
         "[image not shown (this model takes no images): a red square]"
     )
+
+
+def test_the_input_cache_gives_chat_completions_exactly_the_plain_conversion():
+    """The Chat Completions request from kept entries: the same as :func:`wire.chat_messages`, with the
+    images of a step in one ``user`` message after its tool messages, and unchanged messages built once."""
+    ref = _ref()
+    history = _history(ref) + [Message.user("and now?"), Message("assistant", [TextPart("done")])]
+    cache = wire.InputCache()
+    source = assets().data_url
+
+    def check(images=source) -> list:
+        entries = cache.chat("sys", history, images)
+        assert entries == wire.chat_messages("sys", history, images=images)
+        assert not any("_shiro_images" in e for e in entries)
+        return entries
+
+    first = check()
+    assert [m["role"] for m in first] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+    ]
+    again = check()
+    assert again[1] is first[1] and again[5] is first[5]  # unchanged messages: their entries built once
+    plain = check(images=None)  # no images: their text stand-ins, no extra user message
+    assert [m["role"] for m in plain] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+        "user",
+        "assistant",
+    ]
+    history[-1] = Message("assistant", [TextPart("changed")])
+    assert check()[-1] == {"role": "assistant", "content": "changed"}
 
 
 def test_chat_sends_images_in_one_user_message_after_the_tool_messages():
