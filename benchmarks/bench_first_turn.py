@@ -66,7 +66,7 @@ LOADED_NO_MCP_IMPORT = (
     LOADED + "; import sys; assert not [m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types')], 'mcp'"
 )
 
-# One process: a first turn, warm-up turns, then rounds of (a turn; the body it sent, through the SDK four
+# One process: a first turn, warm-up turns, then rounds of (a turn; the body it sent, through the SDK five
 # ways). The parent answers each "@@BODY" line with the path of a file holding that turn's request body.
 WARM_CHILD = r"""
 import inspect, json, os, sys, time
@@ -152,8 +152,15 @@ def sdk_typed_extra_body(body):
         pass
 
 
+def sdk_untyped_in_a_cell(body):
+    # The same post as a notebook cell runs it: IPython's cell machinery and its history thread included.
+    shell.user_ns["_bench_post"] = lambda: sdk_untyped(body)
+    if not shell.run_cell("_bench_post()").success:
+        raise SystemExit(4)
+
+
 variants = [("untyped", sdk_untyped), ("raw_bytes", sdk_raw_bytes), ("typed", sdk_typed),
-            ("typed_extra_body", sdk_typed_extra_body)]
+            ("typed_extra_body", sdk_typed_extra_body), ("untyped_cell", sdk_untyped_in_a_cell)]
 body = body_of_last_turn()
 for _name, fn in variants:
     for _ in range(cfg["sdk_warmup"]):
@@ -286,7 +293,7 @@ def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
             stderr.seek(0)
             raise RuntimeError(f"warm child failed (exit {proc.returncode}):\n{stderr.read()[-3000:]}")
         check_same_body(ws.fake.requests[sdk_from:])
-    n_calls = (1 + cfg["warmup_turns"]) + 4 * SDK_WARMUP + WARM_ROUNDS * 5
+    n_calls = (1 + cfg["warmup_turns"]) + 5 * SDK_WARMUP + WARM_ROUNDS * 6  # a turn and five SDK variants a round
     check_calls(ws.requests_since(before), "/v1/responses", n_calls)
     last = turn_bodies[-1]
     shape = {
@@ -309,6 +316,7 @@ def main() -> None:
     model, save = median(warm["model"]), median(warm["save"])
     rest = median([t - m - v for t, m, v in zip(warm["turn"], warm["model"], warm["save"], strict=True)])
     typed, typed_eb = median(warm["typed"]), median(warm["typed_extra_body"])
+    in_cell = median(warm["untyped_cell"])
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
@@ -362,6 +370,11 @@ def main() -> None:
         ("same body, SDK without typed parsing (SSE events as dicts)", ms(untyped), "-"),
         ("same body, SDK without typed parsing (raw SSE bytes)", ms(raw), "-"),
         (
+            "same body, SDK without typed parsing, run as a notebook cell",
+            f"{ms(in_cell)} (turn is x{turn / in_cell:.2f} of it)",
+            "-",
+        ),
+        (
             "same body, SDK typed streaming (fields as arguments)",
             f"{ms(typed)} (turn is x{turn / typed:.2f} of it)",
             "-",
@@ -390,7 +403,9 @@ def main() -> None:
             f"item{'s' if items != 1 else ''}, {shape['tools']} tools)."
         ),
         "SDK untyped: client.post('/responses', body=..., stream=True, cast_to=object, stream_cls=openai.Stream[object]);",
-        "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(). Fake server: 127.0.0.1, in the",
+        "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(); as a notebook cell: the untyped",
+        "post called from shell.run_cell, as the turn is (IPython's cell and its history-saving thread included).",
+        "Fake server: 127.0.0.1, in the",
         "benchmark process. Children cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset).",
         f"(this script: {time.perf_counter() - started:.0f} s)",
     ]
