@@ -106,8 +106,7 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
             ProviderSettings(model="gpt-4o-mini", base_url=fake.base_url, stream=stream, max_retries=0), client=client
         )
 
-        def ours(messages: list[Message]) -> None:
-            session = Session(messages=list(messages))
+        def turn_in(session: Session) -> None:
             Turn(
                 session,
                 provider,
@@ -116,6 +115,9 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
                 lambda: "You are a test.",
                 TurnOptions(approval="auto"),
             ).run("what is the mean?")
+
+        def ours(messages: list[Message]) -> None:
+            turn_in(Session(messages=list(messages)))  # a session just built from these messages
 
         def sent(messages: list[Message]) -> dict[str, Any]:
             """The body our turn posts for this history (taken from the fake server's record): the SDK calls
@@ -166,14 +168,7 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
 
                 def step_running(running: Session = running) -> None:
                     """The next turn of a running session (it grows by a prompt and an answer each run)."""
-                    Turn(
-                        running,
-                        provider,
-                        tools,
-                        ToolContext(root=ROOT),
-                        lambda: "You are a test.",
-                        TurnOptions(approval="auto"),
-                    ).run("what is the mean?")
+                    turn_in(running)
 
                 def post_last() -> None:
                     raw(dict(fake.requests[-1].body))  # the very request the turn just sent

@@ -75,14 +75,15 @@ def test_load_ext_does_not_import_openai(monkeypatch):
     assert out.split()[-2:] == ["False", "True"]
 
 
-def test_openai_is_warmed_off_the_main_thread(monkeypatch):
+def test_openai_and_the_options_are_warmed_off_the_main_thread(monkeypatch):
     monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
     code = LOAD + (
         "from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
-        "print(warmup.thread.name, 'openai' in sys.modules)"
+        "from shiro_kernel.magics import ShiroMagics\n"
+        "print(warmup.thread.name, 'openai' in sys.modules, '--wait' in ShiroMagics.shiro.__doc__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split()[-2:] == ["shiro-warmup", "True"]
+    assert out.split()[-3:] == ["shiro-warmup", "True", "True"]
 
 
 HELP = LOAD + (
@@ -100,13 +101,3 @@ def test_help_is_complete_although_the_options_are_built_on_first_use(monkeypatc
     out = subprocess.run([sys.executable, "-c", HELP, ask], capture_output=True, text=True, check=True).stdout
     assert "built at load: False" in out
     assert all(word in out for word in ("--wait", "--no-memory", "--agent NAME", "/todos", "/mcp")), out
-
-
-def test_the_warm_up_builds_the_options(monkeypatch):
-    monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
-    code = LOAD + (
-        "from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
-        "from shiro_kernel.magics import ShiroMagics\nprint('--wait' in ShiroMagics.shiro.__doc__)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split()[-1] == "True"
