@@ -6,6 +6,9 @@ import json
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -42,6 +45,40 @@ def test_a_lease_is_exclusive_counted_and_gone_when_released(tmp_path: Path) -> 
     again = live.claim(root, "s1")
     assert isinstance(again, live.Lease)
     again.release()
+
+
+def test_a_released_lease_closes_its_descriptor_off_the_callers_thread(tmp_path: Path) -> None:
+    from shiro_kernel.store import files
+
+    lease = live.claim(tmp_path, "s4")
+    assert isinstance(lease, live.Lease)
+    fd = lease._fd
+    assert fd is not None
+    gate = threading.Event()
+    files.background(gate.wait, 30)  # the stores' thread is busy: the descriptor waits for it
+    lease.release()
+    assert not lease.held and not live.lease_path(tmp_path, "s4").exists()
+    os.fstat(fd)  # still open: the caller did not pay for the close
+    again = live.claim(tmp_path, "s4")  # the old inode is unreachable: a new claim is never told "busy"
+    assert isinstance(again, live.Lease)
+    gate.set()
+    files.background(lambda: None).result(timeout=30)
+    with pytest.raises(OSError):
+        os.fstat(fd)  # closed (the number may not have been reused yet: fstat would then succeed)
+    again.release()
+
+
+def test_a_lease_released_at_exit_is_closed_there(tmp_path: Path) -> None:
+    """At interpreter exit the background thread takes no new work: the release closes on its own thread."""
+    code = (
+        "import atexit, sys; from pathlib import Path; from shiro_kernel.store import live, files; "
+        "files.background(lambda: None).result(); "
+        "lease = live.claim(Path(sys.argv[1]), 's5'); assert isinstance(lease, live.Lease); "
+        "atexit.register(lease.release)"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert not live.lease_path(tmp_path, "s5").exists()
 
 
 def _hold_forever(root: str, ready: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
