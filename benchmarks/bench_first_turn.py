@@ -16,6 +16,7 @@ record of requests.
    (only the ``%shiro`` line is timed).
 3. A warm one-step turn (the same process, after a first turn): ``%shiro --wait --new hi``, so that every
    warm turn does what the first one did (one user message in a new session) and posts the same body.
+   Also a warm turn continuing its session (``%shiro --wait hi``), what most warm turns are: no session switch.
 4. The very body that turn sent (taken from the fake server's record) posted through the ``openai`` SDK
    without typed parsing: ``client.post(..., stream=True)`` yielding the SDK's decoded SSE events as
    dicts, and as raw SSE bytes.
@@ -47,7 +48,7 @@ from _turnbench import (
 )
 
 LOAD_PAIRS = 41  # rows 1-4: rounds of the five load processes
-COLD_REPEATS = 5  # row 2: fresh processes per variant
+COLD_REPEATS = 9  # row 2: fresh processes per variant (the first-turn ratio sits near its goal: more samples)
 WARM_ROUNDS = 6  # rows 3-5: rounds of (turn, each SDK variant) per warm process, one such process per repeat
 SDK_WARMUP = 3
 
@@ -236,25 +237,37 @@ def load_ext_vs_bare(ws: Workspace) -> Load:
     )
 
 
-def first_turns_and_warm_rounds(ws: Workspace) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict]:
-    """Rows 2-5, interleaved: each repeat runs a delayed and an immediate first-turn process and a warm process
-    (the order rotating), so that a slow spell of the machine does not land on one figure only."""
+def first_turns_and_warm_rounds(
+    ws: Workspace,
+) -> tuple[dict[str, list[dict]], dict[str, list[float]], dict[str, list[float]], dict]:
+    """Rows 2-5, interleaved: each repeat runs a delayed and an immediate first-turn process and two warm
+    processes, one starting a new session each turn and one continuing its session (the order rotating), so
+    that a slow spell of the machine does not land on one figure only."""
 
     def first(delay: float) -> dict:
         cfg = {"load": "%load_ext shiro_kernel", "delay": delay, "cell": TURN}
         return ws.run_cells(sys.executable, cfg, expect_path="/v1/responses", expect_calls=1)
 
+    def pooled(runs: list[tuple[dict[str, list[float]], dict]]) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for result, _shape in runs:
+            for key, times in result.items():
+                out.setdefault(key, []).extend(times)
+        return out
+
     first(0)  # bytecode and caches of a first-ever run are not what a user's kernel start sees
-    delayed, immediate, warm = interleave(COLD_REPEATS, lambda: first(2.0), lambda: first(0.0), lambda: warm_rounds(ws))
-    pooled: dict[str, list[float]] = {}
-    for result, _shape in warm:
-        for key, times in result.items():
-            pooled.setdefault(key, []).extend(times)
-    return {"delayed": delayed, "immediate": immediate}, pooled, warm[-1][1]
+    delayed, immediate, warm, cont = interleave(
+        COLD_REPEATS,
+        lambda: first(2.0),
+        lambda: first(0.0),
+        lambda: warm_rounds(ws, TURN_NEW),
+        lambda: warm_rounds(ws, TURN),
+    )
+    return {"delayed": delayed, "immediate": immediate}, pooled(warm), pooled(cont), warm[-1][1]
 
 
-def warm_rounds(ws: Workspace) -> tuple[dict[str, list[float]], dict]:
-    cfg = {"turn": TURN_NEW, "warmup_turns": 3, "sdk_warmup": SDK_WARMUP, "rounds": WARM_ROUNDS}
+def warm_rounds(ws: Workspace, turn: str) -> tuple[dict[str, list[float]], dict]:
+    cfg = {"turn": turn, "warmup_turns": 3, "sdk_warmup": SDK_WARMUP, "rounds": WARM_ROUNDS}
     before = len(ws.fake.requests)
     with tempfile.TemporaryFile(mode="w+") as stderr:
         body_file = Path(ws.tmp / "body.json")
@@ -308,7 +321,7 @@ def main() -> None:
     started = time.perf_counter()
     with Workspace() as ws:
         load = load_ext_vs_bare(ws)
-        cold, warm, shape = first_turns_and_warm_rounds(ws)
+        cold, warm, cont, shape = first_turns_and_warm_rounds(ws)
     load_line = median([r["load"] for rs in cold.values() for r in rs])
     first_delayed = median([r["first"] for r in cold["delayed"]])
     first_now = median([r["first"] for r in cold["immediate"]])
@@ -317,6 +330,7 @@ def main() -> None:
     rest = median([t - m - v for t, m, v in zip(warm["turn"], warm["model"], warm["save"], strict=True)])
     typed, typed_eb = median(warm["typed"]), median(warm["typed_extra_body"])
     in_cell = median(warm["untyped_cell"])
+    cont_turn, cont_untyped, cont_cell = median(cont["turn"]), median(cont["untyped"]), median(cont["untyped_cell"])
 
     def verdict(ok: bool) -> str:
         return "met" if ok else "NOT met"
@@ -375,6 +389,11 @@ def main() -> None:
             "-",
         ),
         (
+            "warm turn continuing its session (%shiro --wait hi), same process",
+            f"{ms(cont_turn)} (x{cont_turn / cont_untyped:.2f} the untyped post, x{cont_turn / cont_cell:.2f} as a cell)",
+            "reported",
+        ),
+        (
             "same body, SDK typed streaming (fields as arguments)",
             f"{ms(typed)} (turn is x{turn / typed:.2f} of it)",
             "-",
@@ -402,6 +421,8 @@ def main() -> None:
             f"the very body that turn sent ({shape['bytes'] / 1000:.1f} kB: {items} input "
             f"item{'s' if items != 1 else ''}, {shape['tools']} tools)."
         ),
+        f"The continuing turn: {WARM_ROUNDS} rounds in each of {COLD_REPEATS} more processes, the same SDK calls on its",
+        "body (its session grows by two messages a turn); no session switch (lease) on its path.",
         "SDK untyped: client.post('/responses', body=..., stream=True, cast_to=object, stream_cls=openai.Stream[object]);",
         "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(); as a notebook cell: the untyped",
         "post called from shell.run_cell, as the turn is (IPython's cell and its history-saving thread included).",
