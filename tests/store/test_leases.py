@@ -56,15 +56,17 @@ def test_a_released_lease_closes_its_descriptor_off_the_callers_thread(tmp_path:
     assert fd is not None
     gate = threading.Event()
     files.background(gate.wait, 30)  # the stores' thread is busy: the descriptor waits for it
-    lease.release()
-    assert not lease.held and not live.lease_path(tmp_path, "s4").exists()
-    os.fstat(fd)  # still open: the caller did not pay for the close
-    again = live.claim(tmp_path, "s4")  # the old inode is unreachable: a new claim is never told "busy"
-    assert isinstance(again, live.Lease)
-    gate.set()
+    try:
+        lease.release()
+        assert not lease.held and not live.lease_path(tmp_path, "s4").exists()
+        os.fstat(fd)  # still open: the caller did not pay for the close
+        again = live.claim(tmp_path, "s4")  # the old inode is unreachable: a new claim is never told "busy"
+        assert isinstance(again, live.Lease)
+    finally:
+        gate.set()
     files.background(lambda: None).result(timeout=30)
     with pytest.raises(OSError):
-        os.fstat(fd)  # closed (the number may not have been reused yet: fstat would then succeed)
+        os.fstat(fd)  # closed (nothing opened a file since, so its number is not taken again)
     again.release()
 
 
