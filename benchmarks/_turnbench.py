@@ -122,6 +122,16 @@ class Workspace:
         kernel resumes the newest session recorded for its notebook / folder)."""
         return Path(tempfile.mkdtemp(prefix="cwd-", dir=self.tmp))
 
+    def preconnect_ports(self) -> set[int]:
+        """The client ports of the warm-ups' connection-opening requests so far (``GET /v1/models``, which
+        the fake server records apart, in ``listings``: see ``shiro_kernel.provider.warmup``), each checked
+        to have carried no API key and been answered the real 401. (By port, not by process: a process that
+        exits right after its turn may have its request handled after the next one has started.)"""
+        for r in self.fake.listings:
+            if "authorization" in r.headers or r.status != 401:
+                raise RuntimeError(f"the warm-up's GET /v1/models carried a key or was answered {r.status}")
+        return {r.port for r in self.fake.listings}
+
     def requests_since(self, n: int) -> list[Recorded]:
         return list(self.fake.requests[n:])
 

@@ -13,7 +13,8 @@ record of requests.
    (IPython's first cell has a cost of its own, which any first cell pays). The ``%load_ext`` line itself is
    also timed in-process with the warm-up thread on.
 2. The first ``%shiro --wait hi`` of a fresh process, issued 2 s after ``%load_ext`` and right after it
-   (only the ``%shiro`` line is timed).
+   (only the ``%shiro`` line is timed); the warm-up's preconnect is checked (no key, the real 401) and
+   whether the first model call went over the connection it opened is counted.
 3. A warm one-step turn (the same process, after a first turn): ``%shiro --wait --new hi``, so that every
    warm turn does what the first one did (one user message in a new session) and posts the same body.
    Also a warm turn continuing its session (``%shiro --wait hi``), what most warm turns are: no session switch.
@@ -322,9 +323,16 @@ def main() -> None:
     with Workspace() as ws:
         load = load_ext_vs_bare(ws)
         cold, warm, cont, shape = first_turns_and_warm_rounds(ws)
+        opened = ws.preconnect_ports()
     load_line = median([r["load"] for rs in cold.values() for r in rs])
     first_delayed = median([r["first"] for r in cold["delayed"]])
     first_now = median([r["first"] for r in cold["immediate"]])
+
+    def on_warm_connection(runs: list[dict]) -> str:
+        """In how many processes the first turn's model call went over the connection the warm-up opened."""
+        n = sum(r["requests"][0].port in opened for r in runs)
+        return f"{n} of {len(runs)} processes"
+
     turn, untyped, raw = median(warm["turn"]), median(warm["untyped"]), median(warm["raw_bytes"])
     model, save = median(warm["model"]), median(warm["save"])
     rest = median([t - m - v for t, m, v in zip(warm["turn"], warm["model"], warm["save"], strict=True)])
@@ -365,6 +373,11 @@ def main() -> None:
             f"<= x1.5 a warm turn: {verdict(r_first <= 1.5)}",
         ),
         (
+            "  its model call on the connection the warm-up opened (GET /v1/models, no key)",
+            on_warm_connection(cold["delayed"]),
+            "-",
+        ),
+        (
             "first %shiro --wait hi, right after %load_ext",
             f"{ms(first_now)} (x{first_now / turn:.1f} a warm turn)",
             "reported",
@@ -372,7 +385,7 @@ def main() -> None:
         (
             "warm one-step turn (same process, after a first turn)",
             f"{ms(turn)} (x{turn / untyped:.2f} the untyped post)",
-            f"<= x1.5 the untyped post: {verdict(turn / untyped <= 1.5)}",
+            "reported: the goal (<= x1.5) is judged on the turn loop, first table",
         ),
         (
             "  of it: the model call (our post, its events decoded and parsed)",
@@ -415,7 +428,9 @@ def main() -> None:
         "calls directly; running it in a cell adds the cost of IPython's first cell, which any first cell pays (third",
         "row). The %load_ext line alone is timed inside the first-turn",
         f"processes, warm-up on. First turns: {COLD_REPEATS} fresh processes per variant, interleaved, each in a new",
-        f"folder (nothing to resume). Warm rows: {WARM_ROUNDS} rounds in each of {COLD_REPEATS} processes (pooled),",
+        "folder (nothing to resume); their warm-up opens the connection to the server (one GET /v1/models without",
+        "the key, answered 401); the row under the first turn counts the processes whose model call went over it.",
+        f"Warm rows: {WARM_ROUNDS} rounds in each of {COLD_REPEATS} processes (pooled),",
         "interleaved with the first-turn processes; each round a `%shiro --wait --new hi` and SDK calls posting",
         (
             f"the very body that turn sent ({shape['bytes'] / 1000:.1f} kB: {items} input "
@@ -426,6 +441,9 @@ def main() -> None:
         "SDK untyped: client.post('/responses', body=..., stream=True, cast_to=object, stream_cls=openai.Stream[object]);",
         "raw SSE bytes: the same with cast_to=<the SDK's http Response>, iter_bytes(); as a notebook cell: the untyped",
         "post called from shell.run_cell, as the turn is (IPython's cell and its history-saving thread included).",
+        "The warm cell is reported; issue 15's goal for a warm one-step turn is judged on the turn loop (first",
+        'table), because the cell also writes and fsyncs the session record before its footer says "Saved", which',
+        "the fault tests hold it to (what a footer says is saved is on disk when the cell ends).",
         "Fake server: 127.0.0.1, in the",
         "benchmark process. Children cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset).",
         f"(this script: {time.perf_counter() - started:.0f} s)",

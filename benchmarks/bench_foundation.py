@@ -7,7 +7,9 @@
 2. A one-step turn against the ``openai`` SDK posting the same body to the same fake server without typed
    parsing (``client.post(..., cast_to=object)``, streamed events as dicts) — the floor for any client of the
    SDK — and against the SDK's typed call (``client.responses.create(input=...)``), non-streaming and
-   streaming.
+   streaming. Issue 15's goal for a warm one-step turn (<= 1.5 times the untyped post) is judged here, on the
+   turn loop: the whole ``%shiro`` cell around it also writes and fsyncs the session record before its footer
+   says "Saved", which the fault tests hold it to (``bench_first_turn.py`` reports the cell).
 3. Per-step overhead at 10 and 2,000 messages: our streamed step against the untyped post of the same
    history, as a difference and as a ratio; the goal (issue 15) is that the ratio at 2,000 messages stays
    within 1.5 times the ratio at 10. Two kinds of step: one in a running session (each run is the next
@@ -155,7 +157,8 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"one-step turn vs the untyped SDK post of the same body ({label})",
-                f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{ratio:.2f})",
+                f"{t_ours * 1000:.2f} ms vs {t_raw * 1000:.2f} ms (x{ratio:.2f}; "
+                f"goal <= x1.5: {'met' if ratio <= 1.5 else 'NOT met'})",
             )
         )
         rows.append((f"the typed SDK call, same body ({label})", f"{t_typed * 1000:.2f} ms"))

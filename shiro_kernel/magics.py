@@ -287,7 +287,7 @@ def load(shell: Any) -> None:
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)
-    warmup.start(options_parser)
+    warmup.start(options_parser, base_url=lambda: config.base_url)
 
 
 def unload(shell: Any) -> None:

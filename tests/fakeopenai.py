@@ -197,6 +197,7 @@ class Recorded:
     stream: bool
     status: int = 0  # what was answered; 0 = nothing (yet / connection cut before headers)
     raw: bytes = b""
+    port: int = 0  # the client's port: requests with the same port came on one connection
 
 
 ReplyFn = Callable[[Recorded], Reply | Fault]
@@ -243,6 +244,17 @@ def _hex_id(prefix: str) -> str:
 
 def _alnum(n: int) -> str:
     return "".join(secrets.choice(_ALNUM) for _ in range(n))
+
+
+#: the real API's 401 for a request without a key (as the SDK and curl users see it)
+NO_KEY_MESSAGE = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer "
+    "auth (i.e. Authorization: Bearer YOUR_KEY), or as the password field (with blank username) if you're "
+    "accessing the API from your browser and are prompted for a username. You can obtain an API key from "
+    "https://platform.openai.com/account/api-keys."
+)
+#: what ``GET /v1/models`` lists (with the models a test singles out)
+LISTED_MODELS = ("gpt-4o-mini", "gpt-4o", "gpt-5-mini", "gpt-5")
 
 
 def _error_body(message: str, type: str, param: str | None, code: str | None) -> dict[str, Any]:
@@ -607,7 +619,12 @@ class FakeOpenAI:
         #: Set True in a test that deliberately sends invalid bodies (the fixture then
         #: does not fail on ``validation_errors``).
         self.expect_invalid = False
+        #: seconds ``GET /v1/models`` waits before answering (a server slow to answer it)
+        self.models_delay = 0.0
+        #: every request received, in order, except ``GET /v1/models`` (the kernel's warm-up sends one to
+        #: open its connection: a test counting model calls must not count it), which goes to ``listings``
         self.requests: list[Recorded] = []
+        self.listings: list[Recorded] = []
         self.validation_errors: list[str] = []
         #: Exceptions raised inside the server (e.g. by a callable reply); the fixture fails on them.
         self.handler_errors: list[str] = []
@@ -728,9 +745,10 @@ class FakeOpenAI:
             headers=headers,
             stream=isinstance(body, dict) and body.get("stream") is True,
             raw=raw,
+            port=int(h.client_address[1]),
         )
         with self._lock:
-            self.requests.append(rec)
+            (self.listings if (rec.method, path) == ("GET", "/v1/models") else self.requests).append(rec)
         try:
             self._answer(h, rec, parse_error or (raw != b"" and not isinstance(body, dict)))
         except _CutConnection:
@@ -752,6 +770,9 @@ class FakeOpenAI:
 
     def _answer(self, h: _Handler, rec: Recorded, bad_json: bool) -> None:
         endpoint = rec.path
+        if rec.method == "GET" and endpoint == "/v1/models":
+            self._models(h, rec)
+            return
         if rec.method != "POST" or endpoint not in ("/v1/responses", "/v1/chat/completions"):
             self._send_json(
                 h, rec, 404, _error_body(f"Invalid URL ({rec.method} {rec.path})", "invalid_request_error", None, None)
@@ -846,6 +867,17 @@ class FakeOpenAI:
         h.end_headers()
         h.wfile.write(data)
         h.wfile.flush()
+
+    def _models(self, h: _Handler, rec: Recorded) -> None:
+        """``GET /v1/models`` (listModels): the real 401 without a bearer key, else the list."""
+        if self.models_delay and self._stopping.wait(self.models_delay):
+            return
+        if not rec.headers.get("authorization", "").startswith("Bearer "):
+            self._send_json(h, rec, 401, _error_body(NO_KEY_MESSAGE, "invalid_request_error", None, None))
+            return
+        ids = sorted({*LISTED_MODELS, *self.responses_only_models, *self.no_vision_models})
+        data = [{"id": i, "object": "model", "created": 1686935002, "owned_by": "openai"} for i in ids]
+        self._send_json(h, rec, 200, {"object": "list", "data": data})
 
     def _send_json(
         self, h: _Handler, rec: Recorded, status: int, obj: Any, extra: dict[str, str] | None = None
