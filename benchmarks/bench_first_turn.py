@@ -49,7 +49,7 @@ from _turnbench import (
 )
 
 LOAD_PAIRS = 41  # rows 1-4: rounds of the five load processes
-COLD_REPEATS = 9  # row 2: fresh processes per variant (the first-turn ratio sits near its goal: more samples)
+COLD_REPEATS = 15  # row 2: fresh processes per variant (the first-turn ratio sits near its goal: more samples)
 WARM_ROUNDS = 6  # rows 3-5: rounds of (turn, each SDK variant) per warm process, one such process per repeat
 SDK_WARMUP = 3
 
@@ -369,7 +369,7 @@ def main() -> None:
         ("%load_ext shiro_kernel line alone (in-process, warm-up on)", ms(load_line), "-"),
         (
             "first %shiro --wait hi, 2 s after %load_ext",
-            f"{ms(first_delayed)} (x{r_first:.1f} a warm turn)",
+            f"{ms(first_delayed)} (x{r_first:.2f} a warm turn)",
             f"<= x1.5 a warm turn: {verdict(r_first <= 1.5)}",
         ),
         (

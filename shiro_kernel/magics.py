@@ -250,6 +250,13 @@ def options_parser() -> Any:
     return _parser
 
 
+def warm_options() -> None:
+    """For the warm-up thread: build the parser and parse a typical line a few times (argparse's first
+    parses run cold code: ~0.2 ms of the first ``%shiro``). Pure: no state is touched."""
+    for _ in range(3):
+        parse_line("--wait hi")
+
+
 # -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------
 _QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
 
@@ -287,7 +294,7 @@ def load(shell: Any) -> None:
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)
-    warmup.start(options_parser, base_url=lambda: config.base_url)
+    warmup.start(warm_options, base_url=lambda: config.base_url)
 
 
 def unload(shell: Any) -> None:

@@ -4,7 +4,8 @@ and the first ``%shiro`` costs about what a later one does. ``SHIRO_NO_WARMUP=1`
 On one daemon thread, :data:`DELAY_S` after ``%load_ext`` (so that the cell that loads the extension
 ends before this competes with it for the interpreter), in order:
 
-0. what :func:`start` is given (``%load_ext`` gives the builder of ``%shiro``'s options and help);
+0. what :func:`start` is given (``%load_ext`` gives the builder of ``%shiro``'s options and help, which
+   then parses a typical line);
 1. ``import openai`` (~0.5 s);
 2. the SDK client for the key and the base URL the first turn will use (``Shiro.base_url``, else
    ``OPENAI_BASE_URL``; :func:`~shiro_kernel.provider.client.shared_client`): building one creates an SSL
