@@ -14,8 +14,8 @@ ends before this competes with it for the interpreter), in order:
    thread of its own, the connection to that server is opened (:func:`preconnect`) and left in the
    client's pool for the first turn: against a real API that is the TCP and TLS handshakes (~0.1–0.3 s),
    and on any server the first run of the SDK's HTTP path (~3 ms). It is one ``GET {base_url}/models``
-   sent *without the API key* (so no key reaches a server the user has not yet pointed shiro at), whose
-   answer, usually a 401, is read and dropped; nothing is shown or kept;
+   sent *without the API key* (a user who points shiro at another server after loading has sent the
+   old one no key), whose answer, usually a 401, is read and dropped; nothing is shown or kept;
 3. the modules a turn imports on first use (the agent, the turn loop, the tools, the stores, the views,
    ``mistune`` for the Markdown of the answer, ``filelock`` for the stores: ~0.3 s);
 4. the stores' background thread (:func:`~shiro_kernel.store.files.background`) is started, and the
