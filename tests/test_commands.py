@@ -91,6 +91,7 @@ def test_notes_memory_no_memory_and_mute(shell, fake_openai, tmp_path):
         ),
         Reply(text="noted"),
     )
+    run(shell, '%config Shiro.approval = "auto"')  # remembering asks first under "ask"
     run(shell, "%shiro remember how tests run")
     assert "(command) tests run with pytest -q" in run(shell, "%shiro /notes")
     assert "memory left as is: 1 entries" in run(shell, "%shiro /memory")

@@ -4,7 +4,10 @@
 The stores come from ``ctx.extras``: ``"notes"`` (a :class:`~shiro_kernel.notes.NoteStore`, or None
 under ``--no-memory``), ``"memories"`` (a :class:`~shiro_kernel.memories.MemoryStore`, or None) and
 ``"provenance"`` (an optional dict recorded with each remembered note). None of these tools touch
-the user's files, so none needs approval. ``memory_write`` names the file it wrote; the file tools
+the user's files, but ``remember``, ``forget`` and ``memory_write`` change what every later session is
+told (a prompt injection in a data file could otherwise plant a lasting instruction), so they ask for
+approval like ``write_file`` (``mutates=True``; refused under "read-only"); ``recall`` and
+``memory_read`` only read. ``memory_write`` names the file it wrote; the file tools
 accept that path (:meth:`~shiro_kernel.tools.base.ToolContext.resolve` allows the session's two memory
 scope folders), so a small change is an ``edit_file`` away.
 """
@@ -120,6 +123,7 @@ remember = Tool(
         }
     ),
     run=_remember,
+    mutates=True,
 )
 
 recall = Tool(
@@ -139,6 +143,7 @@ forget = Tool(
         {"text": {"type": "string", "description": "Exact text of the memory to remove, or a distinctive part of it"}}
     ),
     run=_forget,
+    mutates=True,
 )
 
 memory_read = Tool(
@@ -199,6 +204,7 @@ memory_write = Tool(
         optional=("content", "description", "current_model_only", "remove"),
     ),
     run=_memory_write,
+    mutates=True,
 )
 
 TOOLS = [remember, recall, forget, memory_read, memory_write]

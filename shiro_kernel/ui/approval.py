@@ -1,5 +1,6 @@
 """What the user reads before approving a call: the code as a highlighted, multi-line block (``python``,
-``shell``), and for ``write_file`` / ``edit_file`` a diff of the file as it would change.
+``shell``), for ``write_file`` / ``edit_file`` a diff of the file as it would change, and for the memory
+tools (``remember``, ``forget``, ``memory_write``) the exact text every later session would be told.
 
 Pure functions returning HTML (pygments, which IPython already depends on, does the highlighting with
 inline styles, so no stylesheet is needed). A file that cannot be read is shown as the new content.
@@ -90,8 +91,45 @@ def preview(call: ToolCallPart, root: Path) -> tuple[str, str]:
         if old is not None and old.count(args["old"]) == 1:
             return f"edit {path}", _highlight(_diff(path, old, old.replace(args["old"], new, 1)), "diff")
         return f"edit {path}", _highlight(_diff(path, args["old"], new), "diff")
+    memory = _memory_preview(name, args, root)
+    if memory is not None:
+        return memory
     shown = json.dumps({k: v for k, v in args.items() if v is not None}, indent=2, ensure_ascii=False)
     return f"call {name}", _highlight(shown, "json")
+
+
+def _memory_preview(name: str, args: dict[str, Any], root: Path) -> tuple[str, str] | None:
+    """What a memory call would store for later sessions: the note, the text to forget, or the memory's
+    content (a diff when it exists already). None for other tools or arguments of the wrong type."""
+    if name == "remember" and isinstance(args.get("text"), str):
+        kind = args.get("kind") if isinstance(args.get("kind"), str) else "note"
+        return f"remember this {kind} for every later session of this project", _highlight(args["text"], "text")
+    if name == "forget" and isinstance(args.get("text"), str):
+        return "forget every project note containing", _highlight(args["text"], "text")
+    if name != "memory_write" or not isinstance(args.get("name"), str):
+        return None
+    from ..memory.index_file import name_problem, project_dir, system_dir
+
+    memory, scope = args["name"], args.get("scope")
+    where = "the system scope (every project)" if scope == "system" else f"the {scope or '?'} scope"
+    if args.get("remove"):
+        return f"remove the memory {memory} from {where} (moved to the trash)", ""
+    content = args.get("content") if isinstance(args.get("content"), str) else ""
+    if not content:
+        description = args.get("description")
+        body = _highlight(description, "text") if isinstance(description, str) else ""
+        return f"change the index line of the memory {memory} in {where}", body
+    old = None
+    if scope in ("project", "system") and name_problem(memory) is None:
+        folder = system_dir() if scope == "system" else project_dir(root)
+        try:
+            old = (folder / f"{memory}.md").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            old = None
+    overlay = " (for this model only)" if args.get("current_model_only") else ""
+    if old is None or overlay:
+        return f"save the memory {memory} in {where}{overlay}", _highlight(content, "markdown")
+    return f"overwrite the memory {memory} in {where}", _highlight(_diff(f"{memory}.md", old, content), "diff")
 
 
 __all__ = ["preview"]

@@ -66,7 +66,8 @@ def test_new_starts_fresh_and_a_remembered_note_reaches_the_next_kernel(fake_ope
         Reply(text="Noted."),
     )
     path = tmp_path / "n.ipynb"
-    run_notebook(path, ["%load_ext shiro_kernel", "%shiro --wait remember the csv separator"], env(fake_openai))
+    cells = ["%load_ext shiro_kernel", '%config Shiro.approval = "auto"', "%shiro --wait remember the csv separator"]
+    run_notebook(path, cells, env(fake_openai))
     assert fake_openai.requests[1].body["input"][-1]["output"].startswith("Remembered as gotcha (1 stored)")
 
     fake_openai.enqueue(Reply(text="fresh"))
