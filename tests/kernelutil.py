@@ -1,12 +1,17 @@
 """Real kernels for tests (importable as ``kernelutil``: tests/ is on sys.path): start an IPython kernel
-with its own environment through ``jupyter_client``, run cells in it, read what they showed."""
+with its own environment through ``jupyter_client``, run cells in it, read what they showed; run a whole
+notebook headless with nbclient."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
+import nbformat
 from jupyter_client.manager import start_new_kernel
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
 
 
 def output_text(msg: dict[str, Any]) -> str:
@@ -55,3 +60,44 @@ class Kernel:
     def kill(self) -> None:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
+
+
+#: the key the nbclient tests give their kernels (it must never appear in a saved notebook)
+NOTEBOOK_KEY = "sk-test-NOTEBOOKKEY-never-in-outputs-42"
+
+
+def run_notebook(path: Path, sources: list[str], env: dict[str, str]) -> nbformat.NotebookNode:
+    """Write a notebook of ``sources`` to ``path``, run it headless with nbclient (the kernel told its path
+    as JupyterLab tells it) with ``env`` added, save it and return it."""
+    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    client = NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    client.execute(env={**os.environ, **env, "JPY_SESSION_NAME": str(path)})
+    nbformat.write(nb, path)
+    return nb
+
+
+def outputs_text(cell: Any) -> str:
+    """What a saved cell shows, as text: streams, Markdown and plain text of displays, tracebacks."""
+    chunks = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            chunks.append(out["text"])
+        elif "data" in out:
+            chunks.append(out["data"].get("text/markdown", "") + out["data"].get("text/plain", ""))
+        elif out.get("output_type") == "error":
+            chunks.append("\n".join(out.get("traceback", [])))
+    return "\n".join(chunks)
+
+
+def tool_output(request: Any) -> str:
+    """The newest tool result a recorded request sent to the model (either API)."""
+    body = request.body
+    items = body.get("input") or body.get("messages")
+    outs = [
+        i.get("output") or i.get("content")
+        for i in items
+        if i.get("type") == "function_call_output" or i.get("role") == "tool"
+    ]
+    return outs[-1] if outs else ""

@@ -4,7 +4,7 @@ one notice for an unpriced model."""
 from __future__ import annotations
 
 from fakeopenai import Call, Reply
-from test_notebook_e2e import outputs_text, run_notebook
+from kernelutil import outputs_text, run_notebook
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro

@@ -275,7 +275,7 @@ def test_path_and_name_escapes_are_refused_everywhere(tmp_path):
 
 # -- 6. the key never lands anywhere ----------------------------------------------------------------
 def test_the_api_key_appears_in_no_file_output_or_widget_state(fake_openai, tmp_path):
-    from test_notebook_e2e import run_notebook
+    from kernelutil import run_notebook
 
     fake_openai.enqueue(
         Reply(

@@ -9,7 +9,8 @@ import json
 
 import pytest
 from fakeopenai import NO_VISION_MESSAGE, Call, Reply
-from test_notebook_e2e import KEY, run_notebook
+from kernelutil import NOTEBOOK_KEY as KEY
+from kernelutil import run_notebook
 
 PLOT = (
     "import matplotlib.pyplot as plt\n"

@@ -3,49 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import nbformat
 import pytest
 from fakeopenai import Call, Reply
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
-
-KEY = "sk-test-NOTEBOOKKEY-never-in-outputs-42"
-
-
-def run_notebook(path: Path, sources: list[str], env: dict[str, str]) -> nbformat.NotebookNode:
-    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    client = NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    client.execute(env={**os.environ, **env, "JPY_SESSION_NAME": str(path)})
-    nbformat.write(nb, path)
-    return nb
-
-
-def outputs_text(cell) -> str:
-    chunks = []
-    for out in cell.get("outputs", []):
-        if out.get("output_type") == "stream":
-            chunks.append(out["text"])
-        elif "data" in out:
-            chunks.append(out["data"].get("text/markdown", "") + out["data"].get("text/plain", ""))
-        elif out.get("output_type") == "error":
-            chunks.append("\n".join(out.get("traceback", [])))
-    return "\n".join(chunks)
-
-
-def tool_output(request) -> str:
-    body = request.body
-    items = body.get("input") or body.get("messages")
-    outs = [
-        i.get("output") or i.get("content")
-        for i in items
-        if i.get("type") == "function_call_output" or i.get("role") == "tool"
-    ]
-    return outs[-1] if outs else ""
+from kernelutil import NOTEBOOK_KEY as KEY
+from kernelutil import outputs_text, run_notebook, tool_output
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])

@@ -9,82 +9,22 @@ import threading
 
 import pytest
 from fakeopenai import Call, Fault, Reply
+from turnutil import KEY, TOOLS, make_turn
 
 from shiro_kernel.context.rules import pending_calls
 from shiro_kernel.events import Notice, TextDelta, ToolEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Tool, ToolContext, ToolError
+from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 from shiro_kernel.turn import ALWAYS, DENY, LATER, Turn, TurnOptions
-
-KEY = "sk-test-THISKEYMUSTNEVERLEAK-1234567890"
-
-
-def _add(args: dict, ctx: ToolContext) -> str:
-    return str(args["a"] + args["b"])
-
-
-def _fail(args: dict, ctx: ToolContext) -> str:
-    raise ToolError("the disk is on fire")
-
-
-def _crash(args: dict, ctx: ToolContext) -> str:
-    raise RuntimeError("bug in the tool")
-
-
-TOOLS = {
-    "add": Tool("add", "Add two integers.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), _add),
-    "fail": Tool("fail", "Always fails.", schema({}), _fail),
-    "crash": Tool("crash", "Has a bug.", schema({}), _crash),
-    "write": Tool(
-        "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", mutates=True
-    ),
-}
 
 
 @pytest.fixture
 def env(monkeypatch, fake_openai):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     return fake_openai
-
-
-def make_turn(
-    fake,
-    tmp_path,
-    *,
-    api="responses",
-    stream=True,
-    store=True,
-    model="gpt-4o-mini",
-    options=None,
-    session=None,
-    events=None,
-    max_retries=2,
-    timeout_s=10.0,
-):
-    provider = Provider(
-        ProviderSettings(
-            model=model,
-            api=api,
-            base_url=fake.base_url,
-            store=store,
-            stream=stream,
-            max_retries=max_retries,
-            timeout_s=timeout_s,
-        )
-    )
-    log = events if events is not None else []
-    return Turn(
-        session or Session(),
-        provider,
-        TOOLS,
-        ToolContext(root=tmp_path),
-        lambda: "You are a test.",
-        options or TurnOptions(approval="auto"),
-        on_event=log.append,
-    )
 
 
 def last_input(fake):

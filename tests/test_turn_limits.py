@@ -12,7 +12,7 @@ import pytest
 from fakeopenai import Call, Reply
 from faultlog import record
 from IPython.core.interactiveshell import InteractiveShell
-from test_turn import KEY, make_turn
+from turnutil import KEY, make_turn
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
@@ -183,7 +183,7 @@ def test_the_busy_line_shows_elapsed_time_from_ten_seconds():
 
 
 def test_a_headless_notebook_turn_that_never_ends_stops_at_its_limit(fake_openai, tmp_path):
-    from test_notebook_e2e import run_notebook
+    from kernelutil import run_notebook
 
     fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "while True:\n    pass"})]), Reply(text="ok"))
     started = time.monotonic()
@@ -212,7 +212,7 @@ def test_a_headless_notebook_turn_that_never_ends_stops_at_its_limit(fake_openai
 
 
 def test_the_headless_refusal_shows_how_to_allow_it(fake_openai, tmp_path):
-    from test_notebook_e2e import run_notebook
+    from kernelutil import run_notebook
 
     fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "1 + 1"})]), Reply(text="I could not run it."))
     nb = run_notebook(

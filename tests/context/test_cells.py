@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import nbformat
 from fakeopenai import Reply
+from kernelutil import run_notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from test_notebook_e2e import run_notebook
 
 from shiro_kernel.context import cells
 from shiro_kernel.session import Session

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from fakeopenai import Call, Reply
-from test_turn import KEY, TOOLS
+from turnutil import KEY, TOOLS
 
 from shiro_kernel.context.compact import COMPACT_SYSTEM, EMPTY_SUMMARY, compact_message, compact_session
 from shiro_kernel.errors import ProviderError

@@ -10,7 +10,7 @@ import re
 
 import pytest
 from fakeopenai import Call, Reply
-from test_turn import KEY
+from turnutil import KEY
 
 from shiro_kernel.events import Notice
 from shiro_kernel.provider.client import Provider, ProviderSettings

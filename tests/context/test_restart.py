@@ -8,7 +8,7 @@ import json
 import pytest
 from fakeopenai import Call, Reply
 from IPython.core.interactiveshell import InteractiveShell
-from test_notebook_e2e import outputs_text, run_notebook
+from kernelutil import outputs_text, run_notebook
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro

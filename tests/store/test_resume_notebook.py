@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from fakeopenai import Call, Reply
-from test_notebook_e2e import outputs_text, run_notebook
+from kernelutil import outputs_text, run_notebook
 
 KEY = "sk-test-resume-KEY-0000"
 
