@@ -8,7 +8,7 @@ next enqueued :class:`~fakeopenai.Reply` (or a callable taking the request, or a
 
 It refuses what the real APIs refuse, so a turn-loop bug cannot hide behind a forgiving fake: a request
 whose history has a tool call without a result, or a result without its call, raises
-:class:`HistoryRuleBroken` (the real API answers 400).
+:class:`HistoryRuleBroken` (the real API answers 400; checked by :mod:`historycheck`, not the project's rules).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fakeopenai import Reply
+from historycheck import pairing_problems
 
 from shiro_kernel.events import Done, Error, ProviderEvent, TextDelta, Usage
 from shiro_kernel.transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -97,18 +98,6 @@ def _json(value: Any) -> str:
 
 
 def _check_pairing(messages: list[Message]) -> None:
-    """The real APIs' 400s, checked here on their own terms (not with the project's rules module): every
-    result answers an earlier call, and every call is answered before the next assistant or user turn."""
-    open_calls: dict[str, str] = {}
-    for index, message in enumerate(messages):
-        if message.role in ("user", "assistant") and open_calls:
-            raise HistoryRuleBroken(f"message {index}: calls {sorted(open_calls)} have no result before it")
-        for part in message.parts:
-            if isinstance(part, ToolCallPart):
-                open_calls[part.call_id] = part.name
-            elif isinstance(part, ToolResultPart):
-                if part.call_id not in open_calls:
-                    raise HistoryRuleBroken(f"message {index}: a result for {part.call_id}, which no call made")
-                del open_calls[part.call_id]
-    if open_calls:
-        raise HistoryRuleBroken(f"the history ends with calls {sorted(open_calls)} that have no result")
+    problems = pairing_problems(messages)
+    if problems:
+        raise HistoryRuleBroken("; ".join(problems))
