@@ -24,6 +24,7 @@ from ..errors import BundleError, CorruptFile
 from ..store import paths
 from ..store.files import read_json, write_atomic, write_json
 from ..store.ids import now_iso
+from ..store.private import make_dirs
 from . import index_file
 from .manifest import load_manifest, marker, missing, missing_lines, parse_needs, status_lines
 
@@ -182,7 +183,7 @@ def _install(
     if dry_run:
         return lines
 
-    dir_.mkdir(parents=True, exist_ok=True)
+    make_dirs(dir_)
     rec_dir = _record_dir(dir_, manifest.name)
     for fname in written:
         data = (manifest.dir / fname).read_bytes()
@@ -241,7 +242,7 @@ def _move_files(dir_: Path, names: list[str], trash: Path) -> list[str]:
     for fname in names:
         src = dir_ / fname
         if src.is_file():
-            trash.mkdir(parents=True, exist_ok=True)
+            make_dirs(trash)
             os.replace(src, trash / fname)
             moved.append(fname)
         _drop_index_line(dir_, fname[:-3])
@@ -276,7 +277,7 @@ def uninstall(name: str, dry_run: bool = False, *, project: Path | None = None) 
         ]
     trash = trash_dir(dir_, name)
     moved = _move_files(dir_, files, trash)
-    trash.mkdir(parents=True, exist_ok=True)
+    make_dirs(trash)
     os.replace(_record_dir(dir_, name), trash / ".record")
     return [
         f"Uninstalled {name} {record.get('version', '?')} from {scope} scope",

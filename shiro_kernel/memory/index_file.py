@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ..errors import MemoryRefused
 from ..store import files, paths
+from ..store.private import make_dirs
 
 SCOPES = ("project", "system")
 INDEX = "index"
@@ -131,7 +132,7 @@ def remove_index_text(content: str, name: str) -> str:
 
 def update_index(dir_: Path, change: Callable[[str | None], str | None]) -> None:
     """Read-modify-write ``<dir>/index.md`` under the exclusive lock on ``<dir>/.index.lock``."""
-    dir_.mkdir(parents=True, exist_ok=True)
+    make_dirs(dir_)
     index = dir_ / f"{INDEX}.md"
     with files.locked(dir_ / ".index"):
         content = index.read_bytes().decode("utf-8", errors="replace") if index.exists() else None

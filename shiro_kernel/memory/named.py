@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import MemoryRefused, StoreError
 from ..store import files
+from ..store.private import make_dirs
 from . import bundles
 from .index_file import (
     INDEX,
@@ -134,7 +135,7 @@ def record_provenance(dir_: Path, name: str, source: dict[str, Any] | None) -> N
     entry = {k: (source or {}).get(k) for k in ("sessionId", "notebook", "cell", "gitCommit")}
     entry["writtenAt"] = now_iso()
     try:
-        dir_.mkdir(parents=True, exist_ok=True)
+        make_dirs(dir_)
         with files.locked(dir_ / ".index"):
             data = read_provenance(dir_)
             data[name] = entry
@@ -425,7 +426,7 @@ class MemoryStore:
         trash = bundles.trash_dir(self.system_dir, f"memory-{name}")
         for file in [path, *_overlay_files(dir_, name, index_text)]:
             try:
-                trash.mkdir(parents=True, exist_ok=True)
+                make_dirs(trash)
                 shutil.move(str(file), str(trash / file.name))
             except OSError as exc:
                 raise StoreError(f"could not move {file} to the trash {trash} ({exc.strerror or exc})") from exc

@@ -6,6 +6,9 @@
   by several kernels: read-modify-write under it and nobody loses an update.
 * :func:`read_json` tells "missing" from "corrupt"; a corrupt file is set aside as
   ``<name>.corrupt-<time>`` by :func:`quarantine` before anything overwrites it.
+
+What these make is private (folders 0700, files and lock files 0600, see :mod:`.private`), except a
+file written with an explicit ``mode`` (a user's file, written by a tool).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import CorruptFile, StoreError
+from .private import FILE_MODE, make_dirs
 
 T = TypeVar("T")
 _worker: concurrent.futures.ThreadPoolExecutor | None = None
@@ -48,11 +52,18 @@ def _why(exc: OSError) -> str:
 
 def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` atomically. Raises :class:`StoreError` (what failed, where) when the
-    disk refuses: full, read-only, no permission."""
+    disk refuses: full, read-only, no permission.
+
+    Without ``mode`` (the stores) the file is 0600 (``mkstemp``'s mode: a umask can only take bits away)
+    and any folder made for it 0700. With ``mode`` (a user's file) the file gets ``mode`` and missing folders
+    the umask's permissions."""
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if mode is None:
+            make_dirs(path.parent)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise StoreError(f"could not write {path} ({_why(exc)})") from exc
@@ -127,13 +138,13 @@ def _lock_for(name: str, timeout: float) -> Any:
         if lock is None:
             if len(_locks) > 256:  # a process that touched many projects: start over
                 _locks.clear()
-            lock = _locks[(name, timeout)] = FileLock(name, timeout=timeout)
+            lock = _locks[(name, timeout)] = FileLock(name, timeout=timeout, mode=FILE_MODE)
         return lock
 
 
 @contextmanager
 def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """Hold an exclusive lock on ``<path>.lock`` (works across processes and threads). Raises
+    """Hold an exclusive lock on ``<path>.lock`` (0600; works across processes and threads). Raises
     :class:`StoreError` when the lock file cannot be made (a read-only home) or another kernel holds
     the lock for longer than ``timeout`` seconds."""
     from filelock import Timeout
@@ -141,7 +152,7 @@ def locked(path: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     path = Path(path)
     lock = _lock_for(str(path) + ".lock", timeout)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent)
         lock.acquire()
     except Timeout:
         raise StoreError(f"{path} is locked by another kernel for more than {timeout:g} s") from None

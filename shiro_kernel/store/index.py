@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import CorruptFile, StoreError
-from . import files
+from . import files, private
 
 INDEX_NAME = "index.sqlite"
 SCHEMA_VERSION = 1
@@ -166,7 +166,7 @@ class SessionIndex:
             self._db = ready
             return ready
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            private.make_dirs(self.folder)
             db = self._open(self.path)
         except sqlite3.OperationalError:  # a read-only home: an index in memory, built from the records
             db = self._open(":memory:")
@@ -187,6 +187,8 @@ class SessionIndex:
 
     @staticmethod
     def _open(path: Path | str) -> sqlite3.Connection:
+        if isinstance(path, Path):  # made 0600 before SQLite makes it with the umask's mode (and its -wal, -shm)
+            private.create_file(path)
         db = sqlite3.connect(path, timeout=30.0, check_same_thread=False, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")

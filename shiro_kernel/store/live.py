@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import files
+from .private import FILE_MODE, make_dirs
 
 LIVE_DIR = ".live"
 
@@ -97,8 +98,8 @@ def claim(root: Path, session_id: str, on_free: Callable[[Lease], None] | None =
     path = lease_path(root, session_id)
     for _ in range(5):  # the holder may unlink the file between our open and our lock: try again
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            make_dirs(path.parent)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         except OSError:
             return None  # a read-only home: saving will fail (and say so) anyway
         try:
