@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .ui.live import LiveController
 
 SESSION_SWITCHES = ("new", "cont", "resume")
+#: ``--mute``, ``--no-memory``, ``--memory``: they hold for the rest of the session, and need no prompt
+SESSION_FLAGS = ("mute", "no_memory", "memory_on")
 
 
 class Parsed:
@@ -174,13 +176,16 @@ class ShiroMagics(Magics):
             elif prompt or switch:
                 live.submit_prompt(prompt, turn_options, switch)
                 return
+            elif opts.keys() & SESSION_FLAGS:  # applied above, for the turns that start from now on
+                print("(from the next turn on: the running turn keeps the memory it started with)")
+                return
             else:
                 raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
         line = agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")), resume=opts.get("resume"))
         if line:
             print(line)
         if not prompt:
-            if switch or opts.keys() & {"mute", "no_memory", "memory_on"}:
+            if switch or opts.keys() & SESSION_FLAGS:
                 return  # switching session, muting or turning memory off needs no prompt
             raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
         if prompt.startswith("/"):
@@ -261,6 +266,12 @@ def warm_options() -> None:
 _QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
 
 
+def _question(line: str) -> re.Match[str] | None:
+    """The match of a ``%shiro … ?`` line IPython would read as a help request, else None."""
+    match = _QUESTION.match(line.rstrip("\n"))
+    return match if match and line.rstrip().endswith("?") and not line.lstrip().startswith("%%") else None
+
+
 def claim_question_lines(lines: list[str]) -> list[str]:
     """IPython reads a line ending in ``?`` as a help request; rewrite ``%shiro ... ?`` lines into a
     direct magic call so the prompt reaches the agent. ``%shiro?`` alone still shows the help."""
@@ -268,14 +279,28 @@ def claim_question_lines(lines: list[str]) -> list[str]:
         options_parser()  # the help ``%shiro?`` shows is complete before IPython reads it
     out = []
     for line in lines:
-        match = _QUESTION.match(line.rstrip("\n"))
-        if match and line.rstrip().endswith("?") and not line.lstrip().startswith("%%"):
+        match = _question(line)
+        if match:
             indent, arg = match.groups()
             newline = "\n" if line.endswith("\n") else ""
             out.append(f"{indent}get_ipython().run_line_magic('shiro', {arg!r}){newline}")
         else:
             out.append(line)
     return out
+
+
+LOADED_TOO_LATE = (
+    "shiro: IPython read this whole cell before the extension was loaded, so its `%shiro … ?` line was taken "
+    "as a help request and not sent; run the %shiro line again, in a cell of its own"
+)
+
+
+def _asked_in_this_cell(shell: Any) -> bool:
+    """Whether the cell running ``%load_ext`` holds a ``%shiro … ?`` line: IPython transformed it into a help
+    request before the claim above existed, and no cleaner hook can take it back (the cell is compiled)."""
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    raw = getattr(getattr(result, "info", None), "raw_cell", None)
+    return isinstance(raw, str) and "?" in raw and any(_question(line) for line in raw.splitlines())
 
 
 def load(shell: Any) -> None:
@@ -295,6 +320,8 @@ def load(shell: Any) -> None:
 
     kernel.watch_comm_opens(shell)
     warmup.start(warm_options, base_url=lambda: config.base_url)
+    if _asked_in_this_cell(shell):
+        print(LOADED_TOO_LATE, file=sys.stderr)
 
 
 def unload(shell: Any) -> None:

@@ -40,13 +40,14 @@ def render_line(item: dict[str, Any]) -> str:
 
 
 def progress_bar(items: list[dict[str, Any]]) -> str:
-    """``tasks ####.... 1/4  1 blocked``: 40 wide, filled = round(done/total·40); '' with no items."""
+    """``tasks ####.... 1/4  1 blocked``: 40 wide, filled = done/total·40 rounded half up, as the seed's
+    ``Math.round`` (1/16 done fills 3, not Python's half-to-even 2); '' with no items."""
     if not items:
         return ""
     total = len(items)
     done = sum(1 for i in items if i["status"] == "done")
     blocked = sum(1 for i in items if i["status"] == "blocked")
-    filled = round(done / total * BAR_WIDTH)
+    filled = int(done / total * BAR_WIDTH + 0.5)  # half up; int() floors a non-negative number
     bar = f"tasks {'#' * filled}{'.' * (BAR_WIDTH - filled)} {done}/{total}"
     return bar + (f"  {blocked} blocked" if blocked else "")
 

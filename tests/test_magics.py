@@ -101,3 +101,73 @@ def test_help_is_complete_although_the_options_are_built_on_first_use(monkeypatc
     out = subprocess.run([sys.executable, "-c", HELP, ask], capture_output=True, text=True, check=True).stdout
     assert "built at load: False" in out
     assert all(word in out for word in ("--wait", "--no-memory", "--agent NAME", "/todos", "/mcp")), out
+
+
+def test_a_question_in_the_cell_that_loads_the_extension_says_why_it_was_not_sent(monkeypatch, fake_openai, tmp_path):
+    """IPython transforms a cell before running it, so in the cell that loads the extension a ``%shiro … ?``
+    line is already a help request (``Object `most` not found.``); the cell says what happened and what to
+    do instead of leaving the user with IPython's line alone (issue 29, point 7)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shiro_kernel.magics import LOADED_TOO_LATE
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shell")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_NO_WARMUP", "1")
+    monkeypatch.chdir(tmp_path)
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance()
+    try:
+        with capture_output() as cap:
+            shell.run_cell("%load_ext shiro_kernel\n%shiro --wait which region grew the most?")
+        assert LOADED_TOO_LATE in cap.stderr
+        assert fake_openai.requests == []
+        fake_openai.enqueue(Reply(text="North."))
+        with capture_output() as cap:  # the next cell: claimed, sent
+            shell.run_cell("%shiro --wait which region grew the most?")
+        assert "North." in cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+        assert LOADED_TOO_LATE not in cap.stderr
+        assert [r.body["input"][0]["content"] for r in fake_openai.requests] == ["which region grew the most?"]
+        with capture_output() as cap:  # loading again (already loaded) and other cells say nothing
+            shell.run_cell("%load_ext shiro_kernel")
+        assert cap.stderr == ""
+    finally:
+        shell.run_cell("%unload_ext shiro_kernel")
+        InteractiveShell.clear_instance()
+
+
+@pytest.fixture
+def live_shell(shell):
+    """The shell with background turns (a widget frontend, as in JupyterLab)."""
+    shell.run_cell('%config Shiro.frontend = "widgets"')
+    return shell
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [("--no-memory", "memory is off for this session"), ("--mute gh-helper,notes", ""), ("--memory", "memory is on")],
+)
+def test_session_flags_typed_while_a_turn_runs_apply_without_a_prompt(live_shell, fake_openai, flags, said):
+    """``%shiro --no-memory`` (or ``--mute X``, ``--memory``) typed while a turn runs applies the flag and
+    is done: no "give a prompt" error (issue 29, point 10)."""
+    from fakeopenai import Fault
+
+    fake_openai.enqueue(Fault.delay(0.5, Reply(text="still running")))
+    run(live_shell, "%shiro a long question")
+    magics = live_shell.magics_manager.registry["ShiroMagics"]
+    assert magics.controller.busy
+    with capture_output() as cap:
+        result = live_shell.run_cell(f"%shiro {flags}")
+    assert result.error_in_exec is None, cap.stderr
+    assert "give a prompt" not in cap.stdout + cap.stderr
+    assert said in cap.stdout and "from the next turn on" in cap.stdout
+    agent = magics.agent
+    if flags == "--no-memory":
+        assert agent.memory_enabled() is False
+    elif flags == "--memory":
+        assert agent.memory_enabled() is True
+    else:
+        assert {"gh-helper", "notes"} <= set(agent.muted)
+    assert magics.controller.wait_idle(10)
+    assert len(fake_openai.requests) == 1  # the flag queued no turn
+    assert magics.controller.finished[-1].view.turn_log.answer == "still running"

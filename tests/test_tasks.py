@@ -101,9 +101,23 @@ def test_missing_list_and_bad_items_are_errors() -> None:
     tasks = TaskList()
     out, err = call(tasks, [{"content": "a", "status": "later"}])
     assert err and out.startswith("Error: todos item 1: status must be one of pending, in_progress, done, blocked")
-    out, err = call(tasks, [{"content": "", "status": "done"}])
-    assert err and "content" in out
+    out, err = call(tasks, [{"content": 3, "status": "done"}])
+    assert err and out == "Error: todos item 1: content must be a string"
+    out, err = call(tasks, [{"status": "done"}])
+    assert err and out == "Error: todos item 1: content must be a string"
+    out, err = call(tasks, [{"content": "a", "status": "done", "note": 1}])
+    assert err and out == "Error: todos item 1: note must be a string"
+    out, err = call(tasks, [{"content": "a", "status": "done", "owner": "me"}])
+    assert err and out.startswith("Error: todos item 1 has unknown field(s) owner")
     assert tasks.state() == []
+
+
+def test_empty_content_is_a_task_as_in_the_seed() -> None:
+    """The seed's schema only asks for a string (issue 29, point 13)."""
+    tasks = TaskList()
+    out, err = call(tasks, [{"content": "", "status": "in_progress"}, {"content": "   ", "status": "pending"}])
+    assert not err and out == "Task list updated: 0/2 done.\n[~] \n[ ]    "
+    assert tasks.state() == [{"content": "", "status": "in_progress"}, {"content": "   ", "status": "pending"}]
 
 
 def test_prompt_block_exact() -> None:
@@ -128,6 +142,26 @@ def test_progress_bar() -> None:
     assert tasks.progress_bar() == "tasks " + "#" * 13 + "." * 27 + " 1/3"
     assert tasks.render().splitlines()[0] == tasks.progress_bar()
     assert TaskList().render() == "no tasks"
+
+
+def test_rounding_is_the_seeds_half_up() -> None:
+    """The seed's ``Math.round`` rounds .5 up, Python's ``round`` to even (issue 29, point 12): 1/16 done is
+    2.5 of 40 and draws 3 ``#``; 3/16 (7.5) draws 8 either way; a context 0.5 % full shows 1 %."""
+    from shiro_kernel.context.prune import percent
+
+    def bar(done: int, total: int) -> str:
+        tasks = TaskList()
+        tasks.replace([{"content": f"t{i}", "status": "done" if i < done else "pending"} for i in range(total)])
+        return tasks.progress_bar()
+
+    assert bar(1, 16) == "tasks " + "#" * 3 + "." * 37 + " 1/16"
+    assert bar(3, 16) == "tasks " + "#" * 8 + "." * 32 + " 3/16"
+    assert bar(5, 16) == "tasks " + "#" * 13 + "." * 27 + " 5/16"  # 12.5 -> 13 (to even: 12)
+    assert bar(16, 16) == "tasks " + "#" * 40 + " 16/16"
+    assert percent(600, 120_000) == 1  # 0.5 %
+    assert percent(3_000, 120_000) == 3  # 2.5 %
+    assert percent(599, 120_000) == 0
+    assert percent(0, 120_000) == 0 and percent(500_000, 120_000) == 100
 
 
 def test_state_is_a_deep_copy_and_on_change_fires() -> None:

@@ -2,8 +2,8 @@
 each turn and kept with the session (record key ``cells``); at the start of the next turn the cells
 added, edited, deleted or run outside the agent since then are summarised for the model.
 
-The notebook is read as JSON (nbformat 4 is plain JSON); an older format goes through nbformat,
-imported lazily. A cell whose saved outputs hold an exception says so (``— it raised KeyError: 'x'``), so
+The notebook is read by :func:`read_notebook` (``notebook_read`` uses it too): as JSON, since nbformat 4
+is plain JSON; only an older format goes through nbformat, imported lazily. A cell whose saved outputs hold an exception says so (``— it raised KeyError: 'x'``), so
 "why did my cell fail?" needs no copy-paste. A fingerprint row is ``{"key", "sha1", "count", "head"}``: the cell id (else ``#<index>``), the sha1 of
 the source, the execution count, and the first line of the source (so a deleted cell can be named).
 """
@@ -65,23 +65,55 @@ def fingerprint(path: str | Path | None) -> list[dict[str, Any]] | None:
     return [dict(row) for row in rows]
 
 
-def _read(path: Path) -> list[dict[str, Any]] | None:
+def read_notebook(path: Path) -> dict[str, Any]:
+    """The notebook at ``path`` as a v4 dict, for showing its cells. Read as plain JSON, not with
+    ``nbformat.read``: that validates against the schema (~2 s on its first call, the validator's import)
+    and warns into the user's cell (``MissingIDFieldWarning`` for a notebook without cell ids); showing
+    cells needs neither. An older format (cells inside worksheets) is converted by nbformat, imported
+    only then, its warnings silenced. Raises ``ValueError`` saying what is wrong, or ``OSError``."""
+    raw = path.read_bytes()
     try:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(nb, dict):
-        return None
+        loaded = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise ValueError("it is not UTF-8 text") from None
+    if not isinstance(loaded, dict):
+        raise ValueError(f"it is not a notebook (a JSON {type(loaded).__name__}, not an object)")
+    nb: dict[str, Any] = loaded
     version = nb.get("nbformat")
     if not isinstance(version, int) or version < 4 or not isinstance(nb.get("cells"), list):
-        # an old format (cells inside worksheets): let nbformat convert it. Imported only here: it
-        # costs ~1 s, which the usual v4 notebook (plain JSON) does not pay before every first turn.
-        try:
-            import nbformat
+        nb = _upgrade(raw)
+    for index, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict):
+            raise ValueError(f"its cell {index} is not a JSON object")
+    return nb
 
-            nb = nbformat.read(str(path), as_version=4)
-        except Exception:
-            return None
+
+def _upgrade(raw: bytes) -> dict[str, Any]:
+    """An older notebook converted to v4 by nbformat (imported here only: it costs ~1 s, which the usual
+    v4 notebook does not pay); its warnings are kept out of the user's cell."""
+    import warnings
+
+    import nbformat
+    from nbformat import reader
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.convert(reader.reads(raw.decode("utf-8-sig")), 4)
+    except Exception as exc:
+        raise ValueError(f"nbformat cannot read it ({type(exc).__name__}: {exc})") from None
+    if not isinstance(nb.get("cells"), list):
+        raise ValueError("it is not a notebook (it has no list of cells)")
+    return dict(nb)
+
+
+def _read(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        nb = read_notebook(path)
+    except (OSError, ValueError):
+        return None
     rows: list[dict[str, Any]] = []
     for index, cell in enumerate(nb.get("cells", [])):
         if not isinstance(cell, dict):

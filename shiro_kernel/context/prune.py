@@ -130,10 +130,10 @@ def estimate_tokens(messages: list[Message]) -> int:
 
 
 def percent(estimate: int, threshold: int = DEFAULT_THRESHOLD) -> int:
-    """Context used as a percentage of the pruning threshold: ``min(100, round(est/threshold·100))``."""
+    """Context used as a percentage of the pruning threshold: ``min(100, est/threshold·100 rounded half up)``."""
     if threshold <= 0:
         return 100
-    return min(100, round(estimate / threshold * 100))
+    return min(100, int(estimate / threshold * 100 + 0.5))  # half up (0.5 % shows 1 %), as the seed's Math.round
 
 
 def meter_label(pct: int) -> tuple[str, str]:

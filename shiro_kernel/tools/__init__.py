@@ -28,9 +28,16 @@ def all_tools() -> dict[str, Tool]:
     return tools
 
 
+#: arguments whose presence and allowed values a tool checks itself, so the model reads the seed's text
+#: (``Error: scope is required``, ``Error: invalid scope 'global', expected one of: project, system``) rather
+#: than the schema's: servers that do not enforce the schema (Ollama, vLLM) send such calls
+_OWN_CHECKS: dict[str, frozenset[str]] = {"memory_write": frozenset({"name", "scope"})}
+
+
 def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
-    """Light validation against the tool's schema: unknown keys, missing required keys, types."""
+    """Light validation against the tool's schema: unknown keys, missing required keys, types, enums."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
+    own = _OWN_CHECKS.get(tool.name, frozenset())
     unknown = sorted(set(args) - set(props))
     if unknown and tool.parameters.get("additionalProperties", True) is False:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)}; {tool.name} takes {', '.join(props) or 'none'}")
@@ -47,14 +54,14 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
         kinds = prop.get("type", [])
         kinds = [kinds] if isinstance(kinds, str) else list(kinds)
         if value is None:
-            if name in tool.parameters.get("required", []) and "null" not in kinds:
+            if name in tool.parameters.get("required", []) and "null" not in kinds and name not in own:
                 raise ToolError(f"missing required argument {name!r}")
             continue
         allowed = tuple(t for k in kinds if k in checks for t in checks[k])
         if allowed and (not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed)):
             want = " or ".join(k for k in kinds if k != "null")
             raise ToolError(f"argument {name!r} must be {want}, not {type(value).__name__}")
-        if "enum" in prop and value not in prop["enum"]:
+        if "enum" in prop and value not in prop["enum"] and name not in own:
             raise ToolError(f"argument {name!r} must be one of {', '.join(map(str, prop['enum']))}, not {value!r}")
     return args
 

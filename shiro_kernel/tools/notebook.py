@@ -1,5 +1,6 @@
-"""Notebook tools: ``notebook_read`` (the notebook as saved on disk; with ``images: true`` the cells' image
-outputs come back as images, so "look at my plot in cell 5" works) and ``propose_cell``."""
+"""Notebook tools: ``notebook_read`` (the notebook as saved on disk, read as JSON: no nbformat validation,
+no nbformat warning in the user's cell; with ``images: true`` the cells' image outputs come back as images,
+so "look at my plot in cell 5" works) and ``propose_cell``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import base64
 import re
 from typing import Any
 
+from ..context.cells import read_notebook
 from ..text import cut
 from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
@@ -26,7 +28,8 @@ def _output_text(output: Any) -> str:
     if kind == "error":
         return cut(f"{output.get('ename', 'Error')}: {_ANSI.sub('', str(output.get('evalue', '')))}", OUTPUT_CHARS)
     if kind in ("execute_result", "display_data", "update_display_data"):
-        data = output.get("data", {}) or {}
+        data = output.get("data")
+        data = data if isinstance(data, dict) else {}
         pieces = []
         if "text/plain" in data:
             pieces.append(cut(_ANSI.sub("", _text(data["text/plain"])).rstrip("\n"), OUTPUT_CHARS))
@@ -37,6 +40,12 @@ def _output_text(output: Any) -> str:
     return f"<{kind} output>"
 
 
+def _outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """A code cell's outputs (what is not an output object is skipped: the file is not validated)."""
+    outputs = cell.get("outputs") if cell.get("cell_type") == "code" else None
+    return [o for o in outputs if isinstance(o, dict)] if isinstance(outputs, list) else []
+
+
 def _format_cell(index: int, cell: Any) -> str:
     kind = cell.get("cell_type", "?")
     header = f"[{index}] {kind}"
@@ -44,7 +53,7 @@ def _format_cell(index: int, cell: Any) -> str:
         count = cell.get("execution_count")
         header += f" ({count if count is not None else 'not run'})"
     lines = [header, cut(_text(cell.get("source", "")), SOURCE_CHARS)]
-    outputs = cell.get("outputs", []) if kind == "code" else []
+    outputs = _outputs(cell)
     if outputs:
         lines.append("--- outputs:")
         lines.extend(text for text in (_output_text(o) for o in outputs) if text)
@@ -58,8 +67,10 @@ MAX_IMAGES = 6
 def _cell_images(index: int, cell: Any) -> list[Image]:
     """A cell's image outputs (PNG/JPEG/GIF), as images for the model."""
     found: list[Image] = []
-    for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-        data = output.get("data") or {}
+    for output in _outputs(cell):
+        data = output.get("data")
+        if not isinstance(data, dict):
+            continue
         for mime in ("image/png", "image/jpeg", "image/gif"):
             if mime in data:
                 try:
@@ -81,13 +92,12 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         )
     if not path.exists():
         raise ToolError(f"the notebook {path} does not exist on disk; it may not have been saved yet")
-    import nbformat  # lazily: only this tool needs it
-
     try:
-        nb = nbformat.read(str(path), as_version=4)
-    except Exception as exc:
-        raise ToolError(f"could not read the notebook {path.name}: {type(exc).__name__}: {exc}") from None
-    cells = nb.get("cells", [])
+        cells = read_notebook(path)["cells"]
+    except OSError as exc:
+        raise ToolError(f"could not read the notebook {path.name}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ToolError(f"could not read the notebook {path.name}: {exc}") from None
     wanted = args.get("cells")
     if wanted is None or wanted == []:
         indices = list(range(len(cells)))

@@ -75,6 +75,25 @@ def test_cells_without_ids_are_keyed_by_index_and_unreadable_is_none(tmp_path):
     assert rows is not None and rows[0]["head"] == "b = 2" and rows[0]["count"] == 5
 
 
+def test_a_v4_fingerprint_reads_plain_json(tmp_path):
+    """On a turn's path (its start and its end) the notebook is read as JSON: nbformat, its validator and its
+    warnings stay out of the kernel (a fresh process: nothing imported, nothing printed)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "c.ipynb"
+    path.write_text(
+        '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": ['
+        '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}'
+    )
+    code = (
+        "import sys\nfrom shiro_kernel.context import cells\nrows = cells.fingerprint(sys.argv[1])\n"
+        "print(rows[0]['key'], rows[0]['head'], 'nbformat' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert (result.stdout.split(), result.stderr) == (["#0", "a", "=", "1", "False"], "")
+
+
 def test_block_is_bounded():
     old = [{"key": f"k{i}", "sha1": "a", "count": 1, "head": "x" * 90} for i in range(100)]
     new = [dict(r, sha1="b") for r in old]

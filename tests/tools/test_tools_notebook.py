@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
+from fakeopenai import Call, Reply
+from kernelutil import NOTEBOOK_KEY, outputs_text, run_notebook, tool_output
 from nbformat import v4
 
 from shiro_kernel.tools import ToolContext, ToolError, all_tools, run_tool
@@ -141,3 +144,128 @@ def test_through_the_registry(ctx):
     assert call("notebook_read", '{"cells": ["1"]}').startswith("Error: cells must be a list of cell indices")
     assert call("propose_cell", "{}").startswith("Error: missing required argument 'code'")
     assert call("notebook_write", "{}").startswith("Error: unknown tool 'notebook_write'")
+
+
+def _without_ids(path: Path) -> None:
+    """Rewrite ``path`` as an nbformat 4.5 notebook whose cells have no ids (as older tools saved them)."""
+    nb = json.loads(path.read_text())
+    nb["nbformat"], nb["nbformat_minor"] = 4, 5
+    for cell in nb["cells"]:
+        cell.pop("id", None)
+    path.write_text(json.dumps(nb))
+
+
+FIRST_CALL = """
+import json, sys, time
+from pathlib import Path
+from shiro_kernel.tools import ToolContext, all_tools, run_tool
+from shiro_kernel.transcript import ToolCallPart
+path = Path(sys.argv[1])
+tools, ctx = all_tools(), ToolContext(root=path.parent, notebook_path=path)
+started = time.perf_counter()
+part = run_tool(tools, ToolCallPart("c", "notebook_read", "{}"), ctx)
+seconds = time.perf_counter() - started
+loaded = sorted(m for m in ("nbformat", "jsonschema", "fastjsonschema") if m in sys.modules)
+print(json.dumps({"seconds": seconds, "loaded": loaded, "output": part.output}))
+"""
+
+
+def test_the_first_read_is_plain_json_and_warns_nothing(tmp_path):
+    """The first ``notebook_read`` of a process paid for nbformat's validator (~2 s for 30 cells) and printed
+    its ``MissingIDFieldWarning`` into the user's cell; it reads JSON now (issue 29, point 8)."""
+    nb = v4.new_notebook()
+    nb.cells = [
+        v4.new_code_cell(f"x{i} = {i}\nx{i}", execution_count=i, outputs=[v4.new_output("stream", text=f"{i}\n")])
+        for i in range(30)
+    ]
+    path = tmp_path / "thirty.ipynb"
+    nbformat.write(nb, str(path))
+    _without_ids(path)
+    result = subprocess.run(
+        [sys.executable, "-c", FIRST_CALL, str(path)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert result.stderr == ""  # no nbformat warning on the way to the cell
+    report = json.loads(result.stdout)
+    assert report["loaded"] == []
+    assert report["output"].startswith("thirty.ipynb as saved on disk (30 cells;")
+    assert "[29] code (29)\nx29 = 29\nx29\n--- outputs:\n29" in report["output"]
+    assert report["seconds"] < 0.5  # ~3 ms; nbformat.read took ~2 s
+
+
+def test_a_notebook_without_cell_ids_reads_the_same_and_warns_nothing(ctx, notebook, tmp_path):
+    before = read(ctx)
+    _without_ids(notebook)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert read(ctx) == before
+    assert [str(w.message) for w in caught] == []
+
+
+def test_an_old_format_notebook_is_converted(tmp_path):
+    from nbformat import v3
+    from nbformat.v3 import nbjson
+
+    cells = [
+        v3.new_text_cell("markdown", source="# Old"),
+        v3.new_code_cell(input="x = 1\nx", prompt_number=1, outputs=[v3.new_output("pyout", output_text="1")]),
+    ]
+    path = tmp_path / "old.ipynb"
+    path.write_text(nbjson.writes(v3.new_notebook(worksheets=[v3.new_worksheet(cells=cells)])))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = read(ToolContext(root=tmp_path, notebook_path=path))
+    assert out == (
+        "old.ipynb as saved on disk (2 cells; unsaved edits are not included):\n\n"
+        "[0] markdown\n# Old\n\n[1] code (1)\nx = 1\nx\n--- outputs:\n1"
+    )
+    assert caught == []
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("{not json", "it is not valid JSON (Expecting property name enclosed in double quotes at line 1, column 2)"),
+        ("[1, 2]", "it is not a notebook (a JSON list, not an object)"),
+        ('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [3]}', "its cell 0 is not a JSON object"),
+        ('{"nbformat": 3}', "nbformat cannot read it"),
+        (b"\xff\xfe{", "it is not UTF-8 text"),
+    ],
+)
+def test_a_corrupt_notebook_is_a_clear_error(tmp_path, content, why):
+    path = tmp_path / "broken.ipynb"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    part = run_tool(
+        all_tools(), ToolCallPart("c", "notebook_read", "{}"), ToolContext(root=tmp_path, notebook_path=path)
+    )
+    assert part.is_error and part.output.startswith(f"Error: could not read the notebook broken.ipynb: {why}")
+
+
+def test_outputs_that_are_not_objects_are_skipped(tmp_path):
+    path = tmp_path / "odd.ipynb"
+    cell = {"cell_type": "code", "source": "x", "execution_count": 1, "metadata": {}}
+    odd = [{**cell, "outputs": [7, {"output_type": "stream", "text": "ok\n"}]}, {**cell, "outputs": {"a": 1}}]
+    odd.append({**cell, "outputs": [{"output_type": "display_data", "data": ["image/png"]}]})
+    path.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": odd}))
+    out = all_tools()["notebook_read"].run(
+        {"cells": None, "images": True}, ToolContext(root=tmp_path, notebook_path=path)
+    )
+    assert "[0] code (1)\nx\n--- outputs:\nok\n\n[1] code (1)\nx\n\n[2] code (1)\nx\n--- outputs:\n" in out
+    assert out.endswith("(no image outputs in these cells)")
+
+
+def test_no_nbformat_warning_reaches_the_turns_cell(fake_openai, tmp_path):
+    """In a real kernel: a notebook saved without cell ids, a turn that reads it; the cell shows the answer
+    and nothing of nbformat."""
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("notebook_read", {"cells": None, "images": None})]), Reply(text="Read it.")
+    )
+    strip = (
+        "import json, os\npath = os.environ['JPY_SESSION_NAME']\nnb = json.load(open(path))\n"
+        "[cell.pop('id', None) for cell in nb['cells']]\njson.dump(nb, open(path, 'w'))"
+    )
+    env = {"OPENAI_API_KEY": NOTEBOOK_KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"}
+    nb = run_notebook(tmp_path / "old.ipynb", ["%load_ext shiro_kernel", strip, "%shiro --wait read it"], env)
+    shown = outputs_text(nb.cells[2])
+    assert "Read it." in shown
+    assert "Warning" not in shown and "nbformat" not in shown, shown
+    assert tool_output(fake_openai.requests[1]).startswith("old.ipynb as saved on disk (3 cells;")
