@@ -319,9 +319,11 @@ class MemoryStore:
         wanted = [n.strip() for n in names.split(",") if n.strip()]
         if not wanted:
             raise MemoryRefused("no memory names provided")
-        for n in wanted:
-            check_name(n)
+        # the mute answers first, for the name as given: ``project/gh-helper`` is muted, not an invalid name
         found = Found(muted=[n for n in wanted if normalize_mute(n) in self.muted])
+        for n in wanted:
+            if n not in found.muted:
+                check_name(n)
         keys = [k for k in (self.model_key, self.fallback_key) if k]
         for n in wanted:
             if n in found.muted:

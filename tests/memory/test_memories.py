@@ -474,3 +474,44 @@ def test_tools(store: MemoryStore, dirs, tmp_path: Path) -> None:
     assert err and out == "Error: invalid memory name '../x': use a plain name (no /, \\ or ..)"
     out, err = _call("memory_read", {}, extras, tmp_path)
     assert not err and out.startswith("Project memories:\n")
+
+
+def test_memory_write_answers_the_seeds_scope_errors_not_the_schemas(store: MemoryStore, dirs, tmp_path: Path) -> None:
+    """A server that does not enforce the schema (Ollama, vLLM) sends memory_write a bad or missing scope:
+    the model reads the seed's text, not the schema check's; nothing is written (issue 29, point 11)."""
+    extras = {"memories": store}
+    out, err = _call("memory_write", {"name": "style", "content": "snake", "scope": "global"}, extras, tmp_path)
+    assert (out, err) == ("Error: invalid scope 'global', expected one of: project, system", True)
+    out, err = _call("memory_write", {"name": "style", "content": "snake"}, extras, tmp_path)
+    assert (out, err) == ("Error: scope is required", True)
+    out, err = _call("memory_write", {"name": "style", "content": "snake", "scope": None}, extras, tmp_path)
+    assert (out, err) == ("Error: scope is required", True)
+    out, err = _call("memory_write", {"content": "snake", "scope": "project"}, extras, tmp_path)
+    assert (out, err) == ("Error: entry name is required", True)
+    out, err = _call("memory_write", {"name": "style", "scope": "project"}, extras, tmp_path)
+    assert (out, err) == ("Error: content is required", True)
+    out, err = _call("memory_write", {"name": "style", "content": "snake", "scope": 3}, extras, tmp_path)
+    assert (out, err) == ("Error: argument 'scope' must be string, not int", True)  # types: still the schema's
+    assert not list(dirs[0].iterdir()) and not list(dirs[1].iterdir())
+    # other tools keep the schema's messages
+    out, err = _call("remember", {"kind": "rumour", "text": "x"}, {}, tmp_path)
+    assert err and out.startswith("Error: argument 'kind' must be one of fact, decision, gotcha, command")
+    out, err = _call("memory_read", {"name": "style", "scope": "global"}, extras, tmp_path)
+    assert (out, err) == ("Error: invalid scope 'global', expected one of: project, system", True)
+
+
+def test_a_muted_memory_read_with_a_scope_prefix_is_the_mute_error(dirs) -> None:
+    """``project/gh-helper`` names a muted memory: the seed's mute error for the name as given, not "invalid
+    memory name" (issue 29, point 14); an unmuted name with a slash is still refused."""
+    s, p = dirs
+    w(p / "gh-helper.md", "gh body")
+    w(p / "cli_usage.md", "cli body")
+    store = MemoryStore(s, p, muted=["gh-helper"])
+    assert read(store, "project/gh-helper") == "Error: memory 'project/gh-helper' is muted for this session"
+    assert read(store, "system/gh-helper.md") == "Error: memory 'system/gh-helper.md' is muted for this session"
+    assert read(store, "cli_usage, project/gh-helper") == (
+        "cli body" + SEP + "Error: memory 'project/gh-helper' is muted for this session"
+    )
+    assert read(store, "project/cli_usage") == (
+        "Error: invalid memory name 'project/cli_usage': use a plain name (no /, \\ or ..)"
+    )
