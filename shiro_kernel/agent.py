@@ -320,9 +320,12 @@ class Agent:
         approver: Any = None,
         runner: Any = None,
         keep_abort: bool = False,
+        consent: Any = None,
     ) -> TurnEnd:
         """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
-        background turn ask through buttons and run tools on the kernel's thread; ``keep_abort``: the
+        background turn ask through buttons and run tools on the kernel's thread; ``consent`` (a
+        :data:`~shiro_kernel.mcp.consent.ConsentAsker`) asks whether a repository's MCP server may start
+        (without it, such servers are not started and the turn says how to allow them); ``keep_abort``: the
         caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
         try:
             variant, spec = agent_variant(self.config, agent)
@@ -416,7 +419,7 @@ class Agent:
         send_images = vision is True or (vision == "auto" and self.session.vision is not False)
         provider.images = assets().data_url if send_images else None
         options.vision = vision
-        tools = {**self.tools, **self.mcp.tools_for_turn(root, emit, self.abort)}
+        tools = {**self.tools, **self.mcp.tools_for_turn(root, emit, self.abort, consent)}
         turn = Turn(
             self.session,
             provider,

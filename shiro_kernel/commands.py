@@ -99,7 +99,7 @@ def _history(agent: Agent, arg: str) -> str:
     return format_history(agent.history().entries())
 
 
-MCP_USAGE = "usage: /mcp [serve | stop | restart [NAME]]"
+MCP_USAGE = "usage: /mcp [allow NAME… | deny NAME… | restart [NAME] | serve | stop]"
 
 
 def _mcp(agent: Agent, arg: str) -> str:
@@ -112,6 +112,10 @@ def _mcp(agent: Agent, arg: str) -> str:
         return agent.mcp.stop_serving()
     if sub == "restart":
         return agent.mcp.restart(agent.root, rest.strip() or None)
+    if sub == "allow":
+        return agent.mcp.allow(agent.root, rest.split())
+    if sub in ("deny", "revoke"):
+        return agent.mcp.deny(agent.root, rest.split())
     return MCP_USAGE
 
 
@@ -138,7 +142,9 @@ COMMANDS: dict[str, Command] = {
     "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
     "/history": Command(_history, "/history", "this project's prompt history"),
     "/mcp": Command(
-        _mcp, "/mcp [serve|stop|restart]", "MCP servers and their tools; serve this kernel to other agents"
+        _mcp,
+        "/mcp [allow|deny|serve|…]",
+        "MCP servers and their tools; allow a repository's servers; serve this kernel to other agents",
     ),
     "/help": Command(_help, "/help", "this list"),
 }

@@ -4,6 +4,8 @@ recorded in the session, drawn in the notebook or saved (applied in :func:`shiro
 What is replaced, by ``[redacted:NAME]``:
 
 * the configured API key (``OPENAI_API_KEY``);
+* the secrets shiro itself holds, registered by name with :func:`add_secret` (the ``/mcp serve`` bearer
+  token, ``[redacted:SHIRO_MCP_TOKEN]``) until :func:`remove_secret`;
 * the value of every environment variable whose name looks secret — it contains ``KEY``, ``TOKEN``,
   ``SECRET``, ``PASSWORD``, ``PASSWD`` or ``CREDENTIAL`` (any case) — when the value has 8 or more
   characters (shorter values are too likely to occur by chance);
@@ -45,6 +47,9 @@ _CUT_AFTER = tuple(q + m for q in ("", "'", '"') for m in ("...", "\u2026", "\n[
 _CUT_BEFORE = tuple(m + q for q in ("", "'", '"', "b'", 'b"') for m in ("...", "\u2026", "...]\n", "\u2026]\n"))
 
 _extra: tuple[str, ...] = ()
+#: ``(name, value)`` of the secrets registered with :func:`add_secret`, sorted (replaced whole, never changed
+#: in place: turns on other threads read it while the kernel's thread registers a token)
+_held: tuple[tuple[str, str], ...] = ()
 _cache_lock = threading.Lock()
 _cache: tuple[tuple[tuple[str, str], ...], tuple[str, ...], re.Pattern[str] | None, dict[str, str]] | None = None
 
@@ -62,13 +67,30 @@ def patterns() -> tuple[str, ...]:
     return _extra
 
 
+def add_secret(name: str, value: str) -> None:
+    """Redact ``value`` as ``[redacted:NAME]`` from now on (a secret shiro made, in no environment variable;
+    one name may hold several values). Values under :data:`MIN_CHARS` characters are ignored, as for the
+    environment."""
+    global _held
+    if value and len(value) >= MIN_CHARS:
+        _held = tuple(sorted({*_held, (name, value)}))
+
+
+def remove_secret(name: str, value: str | None = None) -> None:
+    """Stop redacting the secret registered as ``name`` (only ``value``, when given): it no longer works."""
+    global _held
+    _held = tuple(item for item in _held if item[0] != name or (value is not None and item[1] != value))
+
+
 def secrets(environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """``(name, value)`` of every secret in the environment: the API key first, then by name."""
+    """``(name, value)`` of every secret: the API key first, then those registered with :func:`add_secret`,
+    then the environment's by name."""
     env = os.environ if environ is None else environ
     found: list[tuple[str, str]] = []
     key = env.get(API_KEY_VAR)
     if key and len(key) >= MIN_CHARS:
         found.append((API_KEY_VAR, key))
+    found += _held
     for name in sorted(env):
         value = env.get(name) or ""
         if name != API_KEY_VAR and len(value) >= MIN_CHARS and SECRET_NAME.search(name):
@@ -153,8 +175,10 @@ __all__ = [
     "API_KEY_VAR",
     "MIN_CHARS",
     "SECRET_NAME",
+    "add_secret",
     "patterns",
     "redact",
+    "remove_secret",
     "secrets",
     "set_patterns",
     "subprocess_env",

@@ -152,3 +152,20 @@ def test_the_validator_repairs_a_resumed_history_once(shell, fake_openai):
     fake_openai.enqueue(Reply(text="fine"))
     run(shell, "%shiro carry on")
     assert fake_openai.requests[-1].status == 200
+
+
+def test_mcp_allow_and_deny_through_the_magic(shell, tmp_path):
+    import json
+
+    # shiro_shell works in tmp_path: a clone with a .mcp.json whose command would run on a turn
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"x": {"command": "touch", "args": ["ran"]}}}))
+    assert run(shell, "%shiro /mcp allow").strip() == "usage: /mcp allow NAME [NAME…]\nwaiting: x (touch ran)"
+    assert "not allowed yet (from .mcp.json): %shiro /mcp allow x starts it" in run(shell, "%shiro /mcp")
+    assert not (tmp_path / "ran").exists()
+    said = run(shell, "%shiro /mcp deny x").strip()
+    assert said == f"'x' is not allowed in {tmp_path}; it does not start in this kernel (%shiro /mcp allow x)"
+    assert "denied in this kernel" in run(shell, "%shiro /mcp")
+    assert run(shell, "%shiro /mcp nope").strip() == (
+        "usage: /mcp [allow NAME… | deny NAME… | restart [NAME] | serve | stop]"
+    )
+    assert "/mcp [allow|deny|serve|…]" in run(shell, "%shiro /help")

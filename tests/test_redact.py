@@ -78,3 +78,28 @@ def test_the_shell_tool_runs_without_the_api_key(tmp_path) -> None:
 
     out = run_command("echo key=${OPENAI_API_KEY:-none}; echo hf=${HF_TOKEN:+set}", str(tmp_path), 10)
     assert "key=none" in out and "hf=set" in out  # other variables stay: the user's tools may need them
+
+
+def test_a_registered_secret_is_redacted_until_removed(tmp_path) -> None:
+    token = "Zq8-served-token-5fJ2kT0pXw"  # in no environment variable: shiro made it (``/mcp serve``)
+    other = "second-server-token-77aa"
+    assert r.redact(f"Bearer {token}") == f"Bearer {token}"
+    r.add_secret("SHIRO_MCP_TOKEN", token)
+    r.add_secret("SHIRO_MCP_TOKEN", other)  # a second kernel server in the same process
+    r.add_secret("TOO_SHORT", "abc")
+    try:
+        assert r.redact(f"Bearer {token} / {other}") == (
+            "Bearer [redacted:SHIRO_MCP_TOKEN] / [redacted:SHIRO_MCP_TOKEN]"
+        )
+        assert r.redact("abc") == "abc"
+        # through the one filter every tool result passes: a shell command printing it
+        tools = all_tools()
+        ctx = ToolContext(root=tmp_path)
+        shown = run_tool(tools, ToolCallPart("c1", "shell", json.dumps({"command": f"echo {token}"})), ctx)
+        assert token not in shown.output and "[redacted:SHIRO_MCP_TOKEN]" in shown.output
+        r.remove_secret("SHIRO_MCP_TOKEN", token)
+        assert r.redact(f"{token} {other}") == f"{token} [redacted:SHIRO_MCP_TOKEN]"
+    finally:
+        r.remove_secret("SHIRO_MCP_TOKEN")
+        r.remove_secret("TOO_SHORT")
+    assert r.redact(other) == other

@@ -4,6 +4,7 @@
     shiro sessions show ID         one session's transcript, by id or unique prefix (``--json``: raw)
     shiro history                  this project's prompt history (``--json`` for the labextension)
     shiro notes | memory | bundle  the project's memory (:mod:`shiro_kernel.cli.memory`)
+    shiro mcp list | allow NAME    which of the repository's .mcp.json servers may start (:mod:`.mcp`)
 
 Each subcommand is a :class:`Command`: ``add_arguments(parser)`` declares its options and ``run(args)``
 prints to stdout and returns the exit code. A :class:`~shiro_kernel.errors.ShiroError` from any of them
@@ -31,9 +32,9 @@ class Command:
 
 def commands() -> list[Command]:
     """Every subcommand, in the order ``shiro --help`` shows them."""
-    from . import memory, sessions
+    from . import mcp, memory, sessions
 
-    return [*sessions.COMMANDS, *memory.COMMANDS]
+    return [*sessions.COMMANDS, *memory.COMMANDS, *mcp.COMMANDS]
 
 
 def build_parser(table: list[Command] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:

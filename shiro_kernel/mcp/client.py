@@ -10,7 +10,11 @@ Invariants:
   servers configured costs nothing (no thread, no import).
 * Each server is in exactly one state: ``starting`` → ``ready`` (N tools) | ``failed: <why>``; a ready
   server that dies becomes ``failed`` too. Every transition to ``failed`` queues exactly ONE notice naming
-  the server (:meth:`McpManager.drain_notices`); :meth:`tools` only ever lists ``ready`` servers.
+  the server (:meth:`McpManager.drain_notices`); :meth:`tools` only ever lists ``ready`` servers. A server
+  the caller holds back (``configure(..., held=)``: a repository's server the user has not allowed) is
+  ``held``, with the caller's reason, and never started.
+* ``readOnlyHint`` is believed only for servers from the user's own configuration: every tool of a
+  ``.mcp.json`` server is ``mutates=True`` (it asks under ``approval = "ask"``), whatever it says.
 * A tool's ``run`` blocks the calling thread on a future from the loop thread, polls ``ctx.abort`` (Stop
   cancels the request, and the SDK sends ``notifications/cancelled``), forwards progress notifications to
   ``ctx.progress``, and never lets an exception other than :class:`ToolError` out.
@@ -60,8 +64,8 @@ class ServerStatus:
     """One server as ``%shiro /mcp`` shows it (safe to display: nothing secret)."""
 
     name: str
-    state: str  # "starting" | "ready" | "failed" | "stopped"
-    reason: str  # for failed: one line
+    state: str  # "starting" | "ready" | "failed" | "held" | "stopped"
+    reason: str  # for failed and held: one line
     tools: tuple[str, ...]  # model-facing names (ready only)
     transport: str
     target: str  # command line or URL, redacted
@@ -86,6 +90,7 @@ class McpManager(SessionHost):
         self._servers: dict[str, Server] = {}
         self._notices: list[str] = []
         self._file_error: str | None = None
+        self._held: dict[str, str] = {}  # name → why it is not started (given by the caller)
         self._loop: LoopThread | None = None
         self._cond = threading.Condition()
         self._strict: dict[str, bool] = {}
@@ -94,8 +99,8 @@ class McpManager(SessionHost):
         _ALL.add(self)
 
     # -- configuration ------------------------------------------------------------------------
-    def configure_from(self, root: Path, trait: Mapping[str, Any] | None = None) -> None:
-        """Read ``<root>/.mcp.json`` and the trait, then :meth:`configure`. A broken file gives one notice."""
+    def load(self, root: Path, trait: Mapping[str, Any] | None = None) -> dict[str, ServerConfig]:
+        """``<root>/.mcp.json`` and the trait, read (nothing started). A broken file gives one notice."""
         self.root = Path(root)
         try:
             configs = load_config(self.root, trait)
@@ -106,23 +111,37 @@ class McpManager(SessionHost):
                 with self._cond:
                     self._notices.append(f"{exc} MCP servers from that file are not started.")
             configs = load_config(self.root, trait, include_file=False)
-        self.configure(configs)
+        return configs
 
-    def configure(self, configs: Mapping[str, ServerConfig]) -> None:
-        """Start new servers, restart changed ones, stop removed ones; returns at once."""
+    def configure_from(
+        self, root: Path, trait: Mapping[str, Any] | None = None, held: Mapping[str, str] | None = None
+    ) -> None:
+        """:meth:`load`, then :meth:`configure`."""
+        self.configure(self.load(root, trait), held)
+
+    def configure(self, configs: Mapping[str, ServerConfig], held: Mapping[str, str] | None = None) -> None:
+        """Start new servers, restart changed ones, stop removed ones; returns at once. ``held``: names not
+        to start (stopped if running), each with the reason ``/mcp`` shows."""
+        held = dict(held or {})
         to_stop: list[Server] = []
         to_start: list[Server] = []
         with self._cond:
+            self._held = held
             for name in list(self._servers):
                 cfg = configs.get(name)
-                if cfg is None or cfg.key() != self._servers[name].config.key():
+                entry = self._servers[name]
+                if cfg is None or cfg.key() != entry.config.key() or (entry.state == "held") != (name in held):
                     to_stop.append(self._servers.pop(name))
+                elif name in held:
+                    entry.reason = held[name]
             for name, cfg in configs.items():
                 if name in self._servers:
                     continue
                 entry = Server(cfg, next(_gen))
                 self._servers[name] = entry
-                if cfg.error:
+                if name in held:
+                    entry.state, entry.reason = "held", held[name]
+                elif cfg.error:
                     self._fail(entry, cfg.error, starting=True, raw=True)
                 else:
                     to_start.append(entry)
@@ -139,10 +158,11 @@ class McpManager(SessionHost):
         with self._cond:
             configs = {n: s.config for n, s in self._servers.items()}
             names = [name] if name else [n for n, s in self._servers.items() if s.state == "failed"]
-            victims = [self._servers.pop(n) for n in names if n in self._servers]
+            victims = [self._servers.pop(n) for n in names if n in self._servers and n not in self._held]
+            held = dict(self._held)
         for entry in victims:
             self._request_stop(entry)
-        self.configure(configs)
+        self.configure(configs, held)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Block until no server is ``starting`` (True) or ``timeout_s`` passes (False)."""
@@ -215,6 +235,7 @@ class McpManager(SessionHost):
             state = {
                 "ready": f"ready, {len(st.tools)} tool{'s' * (len(st.tools) != 1)}",
                 "failed": f"failed: {st.reason}",
+                "held": st.reason,
             }.get(st.state, st.state)
             target = f" ({st.transport}: {st.target})" if st.target else ""
             lines.append(f"  {st.name}{target} — {state}")
@@ -285,7 +306,8 @@ class McpManager(SessionHost):
         loose = normalize_schema(spec.input_schema) if strict else params
         self._strict[name] = strict
         annotations = getattr(spec, "annotations", None)
-        read_only = bool(getattr(annotations, "read_only_hint", False))
+        # a hint is the server's word: a repository's server could say read-only and write anyway
+        read_only = not entry.config.from_project and bool(getattr(annotations, "read_only_hint", False))
         text = (
             spec.description or getattr(spec, "title", None) or f"Tool {spec.name} of MCP server {entry.config.name}."
         )

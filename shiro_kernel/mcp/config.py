@@ -12,6 +12,9 @@ Invariants:
 * A problem with one server's entry never hides the others: it becomes ``ServerConfig.error``, a single
   sentence. Only a broken file as a whole (unreadable, not JSON, wrong top-level shape) raises
   :class:`McpConfigError`.
+* ``ServerConfig.definition`` is the entry as written (before ``${VAR}`` expansion): what the user allows
+  when a repository's ``.mcp.json`` asks to start a server (:mod:`.consent`). Its :meth:`~ServerConfig.fingerprint`
+  changes whenever the command, args, env (names and raw values), cwd, URL or header names change.
 * Secrets: every env and header value (and every value a ``${VAR}`` expanded to) is listed in
   ``ServerConfig.secrets``; :meth:`ServerConfig.redact` removes them from status lines, notices and
   errors. Tool results (which reach the session record) go through :meth:`ServerConfig.redact_output`,
@@ -23,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +35,10 @@ from urllib.parse import urlsplit
 
 #: the project file, at the repository root (the same file Claude Code reads)
 CONFIG_FILE = ".mcp.json"
+#: ``ServerConfig.source`` of the two origins: a repository's file (needs consent, hints not trusted) and
+#: the user's own ``Shiro.mcp_servers``
+PROJECT_SOURCE = CONFIG_FILE
+USER_SOURCE = "Shiro.mcp_servers"
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASS|AUTH|CRED|COOKIE|SESSION|PRIVATE|SIGNATURE", re.IGNORECASE)
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -61,10 +69,41 @@ class ServerConfig:
     #: the subset that is certainly secret (headers, ${VAR} values, env entries named like KEY/TOKEN/...):
     #: removed from tool results too, where redacting every env value (e.g. "info") would garble text
     output_secrets: tuple[str, ...] = ()
+    #: the entry as written, before ``${VAR}`` expansion, as canonical JSON (see :meth:`fingerprint`)
+    definition: str = ""
 
     @property
     def transport(self) -> str:
         return "stdio" if self.command is not None else "http"
+
+    @property
+    def from_project(self) -> bool:
+        """From a repository's ``.mcp.json`` (not the user's own settings): it starts only once allowed, and
+        its tools' ``readOnlyHint`` is not believed."""
+        return self.source == PROJECT_SOURCE
+
+    def fingerprint(self) -> str:
+        """SHA-256 of :attr:`definition`: what a consent is for. Any change to the command, args, env, cwd,
+        URL or header names gives another fingerprint."""
+        import hashlib
+
+        return hashlib.sha256(self.definition.encode("utf-8")).hexdigest()
+
+    def consent_lines(self) -> list[str]:
+        """What starting this server means, for a person deciding whether to allow it: the command line (or
+        URL), then env and cwd (or header names). Values as written in the file, secret-looking ones as
+        ``***``; ``${VAR}`` references are shown as references, never expanded."""
+        raw: dict[str, Any] = json.loads(self.definition) if self.definition else {}
+        lines = [self.describe()]
+        env = raw.get("env") or {}
+        if env:
+            shown = [f"{k}={'***' if _SECRET_NAME.search(k) and not _VAR.fullmatch(v) else v}" for k, v in env.items()]
+            lines.append("env: " + " ".join(shown))
+        if raw.get("cwd"):
+            lines.append(f"cwd: {raw['cwd']}")
+        if raw.get("headers"):
+            lines.append("headers: " + ", ".join(raw["headers"]))
+        return lines
 
     def key(self) -> tuple[Any, ...]:
         """What identifies a running server: a changed key means restart it."""
@@ -89,7 +128,7 @@ class ServerConfig:
     def describe(self) -> str:
         """How it is reached, safe to show: the command line (redacted) or the URL without query/userinfo."""
         if self.command is not None:
-            return self.redact(" ".join([self.command, *_mask_flag_values(self.args)]))
+            return self.redact(" ".join([shlex.quote(self.command), *_mask_flag_values(self.args)]))
         if self.url is not None:
             parts = urlsplit(self.url)
             host = parts.hostname or ""
@@ -119,12 +158,12 @@ def load_config(
             raise McpConfigError(f"{path} cannot be read ({exc}).") from None
         if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
             raise McpConfigError(f'{path} must be a JSON object with an "mcpServers" object inside.')
-        servers.update(_parse_servers(data.get("mcpServers", {}), CONFIG_FILE))
+        servers.update(_parse_servers(data.get("mcpServers", {}), PROJECT_SOURCE))
     if trait:
         inner = trait.get("mcpServers", trait) if isinstance(trait, Mapping) else trait
         if not isinstance(inner, Mapping):
             raise McpConfigError("Shiro.mcp_servers must be a dict of server name to settings.")
-        servers.update(_parse_servers(inner, "Shiro.mcp_servers"))
+        servers.update(_parse_servers(inner, USER_SOURCE))
     return servers
 
 
@@ -177,6 +216,7 @@ def _parse(name: str, entry: Any, source: str, environ: Mapping[str, str]) -> Se
         exp_env = {k: expand(v, f"env.{k}") for k, v in env.items()}
         secrets += exp_env.values()
         named = [v for k, v in exp_env.items() if _SECRET_NAME.search(k)]
+        written = {"name": name, "command": command, "args": [str(a) for a in args], "env": env, "cwd": cwd}
         return ServerConfig(
             name=name,
             command=expand(command, "command"),
@@ -186,6 +226,7 @@ def _parse(name: str, entry: Any, source: str, environ: Mapping[str, str]) -> Se
             source=source,
             secrets=_secret_list(secrets + expanded),
             output_secrets=_secret_list(named + expanded),
+            definition=_canonical(written),
         )
     url = entry["url"]
     if not isinstance(url, str) or not url.strip():
@@ -206,7 +247,17 @@ def _parse(name: str, entry: Any, source: str, environ: Mapping[str, str]) -> Se
     if parts.password:
         secrets.append(parts.password)
     found = _secret_list(secrets + expanded)
-    return ServerConfig(name=name, url=exp_url, headers=exp_headers, source=source, secrets=found, output_secrets=found)
+    # header names only: a token rotated in the file does not change where the server is or what it gets
+    written = {"name": name, "url": url, "headers": sorted(headers)}
+    return ServerConfig(
+        name=name,
+        url=exp_url,
+        headers=exp_headers,
+        source=source,
+        secrets=found,
+        output_secrets=found,
+        definition=_canonical(written),
+    )
 
 
 class _Expander:
@@ -230,6 +281,10 @@ class _Expander:
         return _VAR.sub(sub, value)
 
 
+def _canonical(value: dict[str, Any]) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
 def _string_map(value: Any, what: str) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise _EntryError(f'"{what}" must be an object of string values.')
@@ -246,16 +301,17 @@ def _secret_list(values: list[str]) -> tuple[str, ...]:
 
 
 def _mask_flag_values(args: tuple[str, ...]) -> list[str]:
-    """``--api-key sk-…`` / ``--token=…`` / ``API_KEY=…`` written literally in args: shown as ``***``."""
+    """``--api-key sk-…`` / ``--token=…`` / ``API_KEY=…`` written literally in args: shown as ``***``; the
+    rest shell-quoted, so ``bash -c 'a; b'`` reads as the one argument it is."""
     out: list[str] = []
     for i, arg in enumerate(args):
         flag, eq, _value = arg.partition("=")
         if eq and _SECRET_NAME.search(flag):
-            out.append(f"{flag}=***")
+            out.append(f"{shlex.quote(flag)}=***")
         elif i and args[i - 1].startswith("-") and "=" not in args[i - 1] and _SECRET_NAME.search(args[i - 1]):
             out.append("***")
         else:
-            out.append(arg)
+            out.append(shlex.quote(arg))
     return out
 
 

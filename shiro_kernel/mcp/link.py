@@ -12,6 +12,11 @@ Invariants:
 * Calls made by other agents run on the kernel's thread between cells, and each is recorded in the session
   as a user-role note naming the client, so the notebook's agent sees what another agent did. A note
   never lands between a call waiting for approval and its answer: it waits until the turn ends.
+* A server from the repository's ``.mcp.json`` starts only once the user allowed that exact definition
+  (:mod:`.consent`): a live turn asks (``ask``), a headless one shows one notice saying how to allow it;
+  "Deny" holds for the rest of the kernel. The user's own ``Shiro.mcp_servers`` start without asking.
+* ``/mcp serve``'s bearer token is written to a 0600 file under ``SHIRO_HOME/mcp`` and registered with the
+  redaction filter; the cell shows the file's path, never the token. Both end with the server.
 * ``ask`` approval for another agent's mutating call: buttons under the ``/mcp serve`` cell when a widget
   frontend is there (waiting at most :data:`APPROVAL_WAIT_S`), refused otherwise. "Always" is per client
   and tool, and never shared with the notebook's own agent.
@@ -27,11 +32,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import redact
 from ..context import rules
+from ..errors import StoreError
 from ..events import Event, Notice
 from ..text import cut
 from ..tools import Tool, ToolContext
 from ..transcript import Message, ToolCallPart
+from .config import McpConfigError, load_config
+from .consent import ConsentAsker
+from .gate import ConsentGate
+from .token_file import delete_token_file, write_token_file
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -39,6 +50,10 @@ if TYPE_CHECKING:
     from .server import McpKernelServer
 
 APPROVAL_WAIT_S = 300.0
+#: how long ``/mcp allow`` waits for the servers it allowed to be ready before showing the list
+ALLOW_WAIT_S = 15.0
+#: the name the ``/mcp serve`` token is redacted under (``[redacted:SHIRO_MCP_TOKEN]``) and exported as
+TOKEN_NAME = "SHIRO_MCP_TOKEN"
 NOT_INSTALLED = (
     "MCP needs the mcp package, which is not installed in this kernel: run %pip install 'mcp>=2.3,<3' "
     "(or install shiro-kernel[mcp]) and restart the kernel"
@@ -71,23 +86,37 @@ class McpLink:
         self._always: set[tuple[str, str]] = set()  # (client, tool) allowed for this session
         self.asking: Any = None  # the approval box shown last (its buttons), for tests and tools
         self._told_missing = False  # the "mcp is not installed" notice is shown once per kernel
+        #: which of the repository's servers may start: the user's allowances and this kernel's answers
+        self.gate = ConsentGate()
+        self.token_file: Path | None = None  # ``/mcp serve``'s token, readable by this user only
 
     # -- the client side ---------------------------------------------------------------------------
     def configured(self, root: Path) -> bool:
         return bool(self.agent.config.mcp_servers) or (root / ".mcp.json").is_file()
 
-    def _manager(self, root: Path) -> McpManager:
+    def _manager(
+        self, root: Path, emit: Callable[[Event], None] | None = None, ask: ConsentAsker | None = None
+    ) -> McpManager:
+        """The manager, configured from the current files: a repository's servers pass the consent gate
+        (asked with ``ask``; told through ``emit`` when nobody can be asked)."""
         if self.manager is None:
             from .client import McpManager
 
             self.manager = McpManager(root)
-        self.manager.configure_from(root, dict(self.agent.config.mcp_servers))
+        configs = self.manager.load(root, dict(self.agent.config.mcp_servers))
+        self.manager.configure(configs, self.gate.hold(root, configs, ask, emit, self.agent.abort))
         return self.manager
 
     def tools_for_turn(
-        self, root: Path, emit: Callable[[Event], None], abort: threading.Event | None = None
+        self,
+        root: Path,
+        emit: Callable[[Event], None],
+        abort: threading.Event | None = None,
+        ask: ConsentAsker | None = None,
     ) -> dict[str, Tool]:
-        """The ready servers' tools for a turn (waiting for servers still starting); {} with none."""
+        """The ready servers' tools for a turn (waiting for servers still starting); {} with none. A
+        repository's servers start only once allowed: ``ask`` asks the user (a live turn); without it the
+        turn says which were not started and how to allow them."""
         if self.manager is None and not self.configured(root):
             return {}
         if self.manager is None and not installed():
@@ -95,7 +124,7 @@ class McpLink:
                 self._told_missing = True
                 emit(Notice(f"{NOT_INSTALLED}; the configured MCP servers are not started", kind="warning"))
             return {}
-        manager = self._manager(root)
+        manager = self._manager(root, emit, ask)
         if not manager.wait_ready(0.2):
             starting = [s.name for s in manager.statuses() if s.state == "starting"]
             emit(Notice(f"starting MCP server{'s' * (len(starting) != 1)}: {', '.join(starting)}"))
@@ -112,8 +141,9 @@ class McpLink:
             for text in self.manager.drain_notices():
                 emit(Notice(text, kind="warning"))
 
-    def status_text(self, root: Path) -> str:
-        """``/mcp``: each server with its state and tools, and the kernel server when it runs."""
+    def status_text(self, root: Path, wait_s: float = 2.0) -> str:
+        """``/mcp``: each server with its state and tools, and the kernel server when it runs (waiting up to
+        ``wait_s`` for servers still starting)."""
         if self.manager is None and not self.configured(root):
             text = (
                 f"No MCP servers configured. Add them to {root / '.mcp.json'} "
@@ -123,7 +153,7 @@ class McpLink:
             text = f"{NOT_INSTALLED}."
         else:
             manager = self._manager(root)
-            manager.wait_ready(2.0)  # a server that starts quickly shows as ready
+            manager.wait_ready(wait_s)  # a server that starts quickly shows as ready
             text = manager.status_text()
             # each server's failure is in the list already; what is not (a broken .mcp.json) is added
             notices = [n for n in manager.drain_notices() if not n.startswith("MCP server '")]
@@ -131,21 +161,55 @@ class McpLink:
                 text += "\n" + "\n".join(notices)
         info = self.server.info if self.server is not None else None
         if info is not None:
-            text += f"\nServing this kernel to other agents at {info.url} (%shiro /mcp stop ends it)."
+            text += (
+                f"\nServing this kernel to other agents at {info.url} (bearer token in {self.token_file}; "
+                "%shiro /mcp stop ends it)."
+            )
         return text
 
     def restart(self, root: Path, name: str | None) -> str:
         if not installed():
             return f"{NOT_INSTALLED}."
         manager = self._manager(root)
-        if name and name not in {s.name for s in manager.statuses()}:
+        statuses = {s.name: s for s in manager.statuses()}
+        if name and name not in statuses:
             return f"no MCP server named {name!r}; see %shiro /mcp"
+        if name and statuses[name].state == "held":
+            return f"MCP server '{name}' is {statuses[name].reason}"
         manager.restart(name)
         return self.status_text(root)
 
+    def allow(self, root: Path, names: list[str]) -> str:
+        """``/mcp allow NAME…``: let these servers of the repository's ``.mcp.json`` start, now and later (as
+        long as their definition stays the same)."""
+        try:
+            configs = load_config(root, dict(self.agent.config.mcp_servers))
+        except McpConfigError as exc:
+            return str(exc)
+        if not names:
+            return f"usage: /mcp allow NAME [NAME…]\n{self.gate.waiting(root, configs)}"
+        lines = self.gate.allow(root, configs, names)
+        if installed() and any(line.startswith("allowed") for line in lines):
+            lines.append(self.status_text(root, wait_s=ALLOW_WAIT_S))
+        return "\n".join(lines)
+
+    def deny(self, root: Path, names: list[str]) -> str:
+        """``/mcp deny NAME…``: forget the allowance, stop the server, and ask no more in this kernel."""
+        if not names:
+            return "usage: /mcp deny NAME [NAME…]"
+        try:
+            configs = load_config(root, dict(self.agent.config.mcp_servers))
+        except McpConfigError:
+            configs = {}
+        lines = self.gate.deny(root, configs, names)
+        if self.manager is not None:
+            self._manager(root)  # stops what is no longer allowed
+        return "\n".join(lines)
+
     # -- the server side ---------------------------------------------------------------------------
     def serve(self) -> str:
-        """``/mcp serve``: start (or show) the kernel's MCP server; the text to show."""
+        """``/mcp serve``: start (or show) the kernel's MCP server; the text to show. The token goes to a
+        private file (and the redaction filter), never into the cell."""
         from ..ui.kernel import running_loop, widget_frontend
 
         if not installed():
@@ -159,26 +223,44 @@ class McpLink:
                 self.agent.tools, self._context, self._run_on_main, self._approve, self._record
             )
         try:
-            self.server.start()
+            info = self.server.start()
         except Exception as exc:
             return f"could not start the MCP server: {type(exc).__name__}: {exc}"
+        redact.add_secret(TOKEN_NAME, info.token)
+        try:
+            self.token_file = write_token_file(self.server)
+        except StoreError as exc:
+            self._stop_server()
+            return f"could not write the MCP server's token file, so it was not started: {exc}"
         if self._loop is not None and widget_frontend(shell, self.agent.config.frontend):
             import ipywidgets as W
             from IPython.display import display
 
             self._panel = W.VBox([])
             display(self._panel)  # in this cell: approval requests from other agents appear here
-        return self.server.config_text()
+        return self.server.config_text(self.token_file)
 
     def stop_serving(self) -> str:
         if self.server is None or not self.server.running:
             return "The MCP server is not running."
-        self.server.stop()
+        self._stop_server()
         self._always.clear()
         if self._panel is not None:
             self._panel.close()
             self._panel = None
-        return "Stopped the MCP server: its URL and token no longer work."
+        return "Stopped the MCP server: its URL and token no longer work, and the token file is deleted."
+
+    def _stop_server(self) -> None:
+        """Stop serving, delete the token file, stop redacting the dead token."""
+        if self.server is None:
+            return
+        info = self.server.info
+        self.server.stop()
+        if info is not None:
+            redact.remove_secret(TOKEN_NAME, info.token)
+        if self.token_file is not None:
+            delete_token_file(self.token_file)
+            self.token_file = None
 
     def _context(self) -> ToolContext:
         agent = self.agent
@@ -293,8 +375,8 @@ class McpLink:
 
     # -- the end -----------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop the kernel server and every client server (``%unload_ext``, kernel shutdown)."""
-        if self.server is not None:
-            self.server.stop()
+        """Stop the kernel server (its token file deleted) and every client server (``%unload_ext``, kernel
+        shutdown)."""
+        self._stop_server()
         if self.manager is not None:
             self.manager.close()

@@ -16,6 +16,8 @@ Invariants:
 * Every call, approved or not, is reported to ``on_call(client_name, tool_name, args, result_text)`` so the
   session records what the other agent did. ``client_name`` comes from the MCP ``initialize`` clientInfo.
 * ``mcp``, ``uvicorn`` and ``starlette`` are imported only by :meth:`McpKernelServer.start`.
+* The token is in :meth:`McpKernelServer.token_file_text` only (the caller writes it to a private file);
+  :meth:`McpKernelServer.config_text`, which the cell shows, points at that file and never holds it.
 """
 
 from __future__ import annotations
@@ -26,12 +28,15 @@ import contextlib
 import hmac
 import itertools
 import json
+import os
 import secrets
+import shlex
 import socket
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ..tools import Image, Tool, ToolContext, ToolOutput, run_tool
@@ -142,36 +147,70 @@ class McpKernelServer:
             task.result(timeout)
         loop.stop(timeout)
 
-    def config_text(self) -> str:
-        """Ready-to-paste configuration for Claude Code, a ``.mcp.json`` entry and Codex CLI."""
+    def config_text(self, token_file: Path | None = None) -> str:
+        """What ``/mcp serve`` shows in the cell: the URL, where the token is, and commands that read the token
+        from ``token_file`` (see :meth:`token_file_text`). It never contains the token: a cell's output is
+        saved in the notebook and read back to the model by ``notebook_read``."""
         if self.info is None:
             return "The MCP server is not running; start it with %shiro /mcp serve."
-        url, token = self.info.url, self.info.token
+        url = self.info.url
+        where = str(token_file) if token_file is not None else "(not written)"
+        source = f"source {shlex.quote(where)} && "
         entry = json.dumps(
-            {"mcpServers": {self.name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}},
+            {
+                "mcpServers": {
+                    self.name: {"type": "http", "url": url, "headers": {"Authorization": "Bearer ${SHIRO_MCP_TOKEN}"}}
+                }
+            },
             indent=2,
         )
         return "\n".join(
             [
                 f"MCP server for this kernel: {url}",
-                f"Bearer token: {token}",
+                f"Bearer token: in {where} (readable only by you; never shown here, so it is not saved in the notebook)",
                 f"Tools: {', '.join(self.tools) or '(none)'}",
                 "",
-                "Claude Code:",
-                f'  claude mcp add --transport http {self.name} {url} --header "Authorization: Bearer {token}"',
+                "Claude Code (in a terminal):",
+                f'  {source}claude mcp add --transport http {self.name} {url} --header "Authorization: Bearer $SHIRO_MCP_TOKEN"',
                 "",
-                ".mcp.json entry:",
+                "Codex CLI:",
+                f"  {source}codex mcp add {self.name} --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN",
+                "",
+                ".mcp.json entry (SHIRO_MCP_TOKEN set in the environment of the agent that reads it):",
                 *("  " + line for line in entry.splitlines()),
                 "",
-                "Codex CLI (the token is read from an environment variable):",
-                f"  export SHIRO_MCP_TOKEN={token}",
-                f"  codex mcp add {self.name} --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN",
-                "  or in ~/.codex/config.toml:",
-                f"    [mcp_servers.{self.name}]",
-                f'    url = "{url}"',
-                '    bearer_token_env_var = "SHIRO_MCP_TOKEN"',
+                "The file also has these with the token written out. It is valid until %shiro /mcp stop or the kernel "
+                "ends (the file is deleted then); anyone with it can run code here.",
+            ]
+        )
+
+    def token_file_text(self) -> str:
+        """The token file's content: shell ``export`` lines (``source`` it; dotenv reads them too), then the
+        ready-to-paste commands with the token written out, as comments."""
+        if self.info is None:
+            return ""
+        url, token = self.info.url, self.info.token
+        entry = json.dumps(
+            {"mcpServers": {self.name: {"type": "http", "url": url, "headers": {"Authorization": f"Bearer {token}"}}}}
+        )
+        return "\n".join(
+            [
+                f"# shiro_kernel: %shiro /mcp serve of the kernel with pid {os.getpid()}. Anyone with this token can",
+                "# run code in that kernel; it stops working (and this file is deleted) at %shiro /mcp stop.",
+                f"export SHIRO_MCP_URL={url}",
+                f"export SHIRO_MCP_TOKEN={token}",
+                "#",
+                "# Claude Code:",
+                f'#   claude mcp add --transport http {self.name} {url} --header "Authorization: Bearer {token}"',
+                "# Codex CLI (~/.codex/config.toml reads the token from SHIRO_MCP_TOKEN):",
+                f"#   export SHIRO_MCP_TOKEN={token}",
+                f"#   codex mcp add {self.name} --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN",
+                f"#   [mcp_servers.{self.name}]",
+                f'#   url = "{url}"',
+                '#   bearer_token_env_var = "SHIRO_MCP_TOKEN"',
+                "# .mcp.json entry:",
+                f"#   {entry}",
                 "",
-                "The token is valid until %shiro /mcp stop or the kernel ends; anyone with it can run code here.",
             ]
         )
 

@@ -5,7 +5,8 @@
 * Tools run on the kernel's main thread (``TurnOptions.runner`` posts the job and waits on a
   ``concurrent.futures.Future``): user code never runs off the main thread.
 * Approval: the worker waits on a ``threading.Event`` that a button click sets; a turn stopped while
-  a call waits leaves that call pending (``LATER``), to be asked again next turn.
+  a call waits leaves that call pending (``LATER``), to be asked again next turn. The same buttons ask
+  whether a repository's MCP server may start (Allow / Deny) before the turn's first step.
 * One :class:`LiveController` per agent holds the running turn and the in-memory prompt queue: a
   ``%shiro`` typed while a turn runs is queued; when a turn ends exactly one queued prompt starts.
   Stop and a kernel interrupt abort the turn and clear the queue. Nothing is persisted.
@@ -37,6 +38,7 @@ from .text_view import context_percent, final_bundle
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..mcp.consent import ConsentRequest
 
 
 # -- the hand-over to the kernel's thread -----------------------------------------------------------
@@ -270,6 +272,7 @@ class LiveController:
                 keep_abort=True,
                 approver=lambda call, tool: self._approve(item, call),
                 runner=self._run_on_kernel,
+                consent=lambda request: self._consent(item, request),
             )
         except BaseException as exc:
             end = TurnEnd("error", Usage(0, 0, None), error=f"the turn failed: {type(exc).__name__}: {exc}")
@@ -328,6 +331,50 @@ class LiveController:
                 self.inbox.post(item.view.clear_approval)
                 return LATER
         return verdict[0]
+
+    def _consent(self, item: LiveTurn, request: ConsentRequest) -> str | None:
+        """The consent asker of a live turn: may this repository's MCP server start? The approval buttons,
+        relabelled Allow / Deny while they ask; waits for a click (Stop: None, not answered)."""
+        import html
+
+        from ..mcp.consent import ALLOW, DENY, prompt_text
+
+        view = item.view
+        if view is None:
+            return None
+        answered = threading.Event()
+        verdict: list[str] = []
+        title, command, help_text = prompt_text(request)
+        body = (
+            f'<pre style="white-space:pre-wrap;margin:0.3em 0">{html.escape(command)}</pre>'
+            f"<div>{html.escape(help_text)}</div>"
+        )
+        labels = (view.approve_button.description, view.always_button.layout.display)
+
+        def restore() -> None:
+            view.approve_button.description, view.always_button.layout.display = labels
+
+        def answer(value: str) -> None:  # on the kernel's thread, from the button's click
+            restore()
+            verdict.append(value)
+            answered.set()
+
+        def show() -> None:
+            view.approve_button.description = "Allow"
+            view.always_button.layout.display = "none"  # an allowance is for the project, or nothing
+            view.ask(request.server, title, body, answer)
+
+        def withdraw() -> None:
+            view.clear_approval()
+            restore()
+
+        self.inbox.post(show)
+        abort = self.agent.abort
+        while not answered.wait(0.05):
+            if abort.is_set():
+                self.inbox.post(withdraw)
+                return None
+        return ALLOW if verdict[0] in ("approve", "always") else DENY
 
     # -- stopping and waiting ---------------------------------------------------------------------
     def stop(self, why: str = "dropped: the turn before it was stopped") -> None:

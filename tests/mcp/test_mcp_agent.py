@@ -37,27 +37,30 @@ def _outputs(body: dict[str, Any]) -> list[str]:
     return out
 
 
+def servers(markers: Path) -> dict[str, Any]:
+    return {
+        "sdk": {
+            "command": PY,
+            "args": [SDK_SERVER],
+            "env": {"SERVICE_TOKEN": "${MCP_AGENT_TOKEN}", "MCP_TEST_MARKERS": str(markers)},
+        },
+        "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+    }
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: Any) -> Path:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-agent")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
     monkeypatch.setenv("MCP_AGENT_TOKEN", SECRET)
     monkeypatch.chdir(tmp_path)
-    servers = {
-        "sdk": {
-            "command": PY,
-            "args": [SDK_SERVER],
-            "env": {"SERVICE_TOKEN": "${MCP_AGENT_TOKEN}", "MCP_TEST_MARKERS": str(tmp_path)},
-        },
-        "time": {"command": PY, "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
-    }
-    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
     return tmp_path
 
 
 @pytest.fixture
 def agent(project: Path) -> Any:
-    made = Agent(None, Shiro(model="gpt-4o-mini", approval="ask"))
+    """The user's own servers (``Shiro.mcp_servers``): they start without asking and their hints count."""
+    made = Agent(None, Shiro(model="gpt-4o-mini", approval="ask", mcp_servers=servers(project)))
     yield made
     made.close()
 
@@ -155,17 +158,19 @@ def test_a_crashing_server_is_one_notice_and_the_turn_finishes(agent: Agent, fak
 
 
 def test_mcp_command_lists_servers_tools_and_http(project: Path, fake_openai: Any) -> None:
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": servers(project)}))
     with http_sdk_server() as url:
         config = Shiro(
             model="gpt-4o-mini", mcp_servers={"web": {"url": url}, "bad": {"command": PY, "args": ["-c", "exit(2)"]}}
         )
         agent = Agent(None, config)
         try:
-            agent.mcp.manager = None
+            assert "allowed 'sdk'" in command(agent, "/mcp allow sdk time")  # the repository's, once allowed
             agent.mcp._manager(project).wait_ready(40)
             text = command(agent, "/mcp")
             assert "sdk (stdio:" in text and "ready, 12 tools" in text
-            assert "mcp__sdk__echo [read-only]" in text and "mcp__web__echo" in text
+            # the user's own server's hint counts; the repository's same tool asks anyway
+            assert "mcp__web__echo [read-only]" in text and "    mcp__sdk__echo — " in text
             assert "bad" in text and "failed" in text
             assert SECRET not in text  # ${VAR} values never shown
             assert command(agent, "/mcp bogus").startswith("usage: /mcp")
@@ -317,3 +322,42 @@ def test_without_the_mcp_package_one_clear_notice(
     assert command(agent, "/mcp").startswith("MCP needs the mcp package")
     assert command(agent, "/mcp serve").startswith("MCP needs the mcp package")
     assert command(agent, "/mcp restart").startswith("MCP needs the mcp package")
+
+
+def test_serve_puts_the_token_in_a_private_file_only(agent: Agent, tmp_path: Path) -> None:
+    import os
+    import re
+    import stat
+    import subprocess
+
+    from shiro_kernel import redact
+    from shiro_kernel.mcp.consent import folder
+
+    stale = folder() / "serve-999999999-1234.env"  # a kernel killed before it could delete its file
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("export SHIRO_MCP_TOKEN=dead\n")
+    shown = command(agent, "/mcp serve")
+    info = agent.mcp.server.info if agent.mcp.server else None
+    assert info is not None and info.token not in shown
+    path = agent.mcp.token_file
+    assert path is not None and path.parent == folder() and f"Bearer token: in {path} (" in shown
+    assert path.name == f"serve-{os.getpid()}-{info.url.rsplit(':', 1)[1].split('/')[0]}.env"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert not stale.exists()
+    # the file is ready to source: the printed commands work as shown
+    sourced = subprocess.run(
+        ["bash", "-c", f"source {path} && echo $SHIRO_MCP_URL $SHIRO_MCP_TOKEN"], capture_output=True, text=True
+    )
+    assert sourced.stdout.split() == [info.url, info.token]
+    assert re.search(rf"source {re.escape(str(path))} && claude mcp add", shown)
+    assert redact.redact(f"token {info.token}") == "token [redacted:SHIRO_MCP_TOKEN]"
+    assert info.token not in command(agent, "/mcp") and str(path) in command(agent, "/mcp")
+    assert command(agent, "/mcp serve") == shown  # shown again the same way, the same file
+    assert command(agent, "/mcp stop").endswith("and the token file is deleted.")
+    assert not path.exists() and redact.redact(info.token) == info.token
+    # kernel shutdown deletes it too
+    command(agent, "/mcp serve")
+    again = agent.mcp.token_file
+    assert again is not None and again.exists()
+    agent.close()
+    assert not again.exists()

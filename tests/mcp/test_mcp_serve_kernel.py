@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from fakeopenai import Reply
+from fakeopenai import Call, Reply
 from kernelutil import Kernel
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -43,10 +43,18 @@ def test_serve_the_live_kernel_to_another_agent(fake_openai: Any, tmp_path: Path
         kernel.run("import pandas as pd\nsales = pd.DataFrame({'region': ['north', 'south'], 'units': [12, 30]})")
         shown = kernel.run("%shiro /mcp serve")
         url = re.search(r"MCP server for this kernel: (\S+)", shown)
-        token = re.search(r"Bearer token: (\S+)", shown)
-        assert url and token, shown
-        assert "claude mcp add --transport http shiro" in shown and '"mcpServers"' in shown
+        where = re.search(r"Bearer token: in (\S+) \(readable only by you", shown)
+        assert url and where, shown
+        token_file = Path(where.group(1))
+        assert token_file.parent == tmp_path / "home" / "mcp" and token_file.name.endswith(".env")
+        assert token_file.stat().st_mode & 0o777 == 0o600 and token_file.parent.stat().st_mode & 0o777 == 0o700
+        token = re.search(r"^export SHIRO_MCP_TOKEN=(\S+)$", token_file.read_text(), re.M)
+        assert token, token_file.read_text()
         url_s, token_s = url.group(1), token.group(1)
+        # the cell shows where the token is and commands that read it from there, never the token itself
+        assert token_s not in shown and len(token_s) >= 40
+        assert f"source {token_file} && claude mcp add --transport http shiro {url_s}" in shown
+        assert '"Bearer ${SHIRO_MCP_TOKEN}"' in shown and token_s not in kernel.run("%shiro /mcp")
 
         # a wrong token gets 401 before any MCP code runs
         probe = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
@@ -83,7 +91,23 @@ def test_serve_the_live_kernel_to_another_agent(fake_openai: Any, tmp_path: Path
         assert "test-agent 1.0 used this kernel through MCP: python(" in sent
         assert "made_by_mcp = 41 + 1" in sent and "inspect" in sent
 
+        # a tool result that prints the token (the model reading the file) reaches the model redacted
+        fake_openai.enqueue(
+            Reply(tool_calls=[Call("python", {"code": f"print(open({str(token_file)!r}).read())"})]),
+            Reply(text="It holds a redacted token."),
+        )
+        turn = kernel.run("%shiro --wait what is in the token file?")
+        sent = json.dumps(fake_openai.requests[-1].body)
+        assert "export SHIRO_MCP_TOKEN=[redacted:SHIRO_MCP_TOKEN]" in sent and token_s not in sent
+        assert token_s not in turn and "It holds a redacted token." in turn
+
         assert "Stopped the MCP server" in kernel.run("%shiro /mcp stop")
+        assert not token_file.exists()  # the token died with the server, and its file with it
+        # nothing shiro keeps holds it: the session record has the redacted tool result
+        kept = [f for f in (tmp_path / "home").rglob("*") if f.is_file() and token_s in f.read_text(errors="replace")]
+        assert kept == [] and "[redacted:SHIRO_MCP_TOKEN]" in "".join(
+            f.read_text() for f in (tmp_path / "home" / "sessions").glob("*.json")
+        )
         try:
             gone = httpx2.post(url_s, json=probe, headers={"Authorization": f"Bearer {token_s}"}, timeout=3)
             assert gone.status_code >= 400

@@ -204,11 +204,21 @@ def test_config_text_and_stop(served: tuple[McpKernelServer, Kernel]) -> None:
     server, _ = served
     assert server.info is not None
     url, token = server.info.url, server.info.token
-    text = server.config_text()
-    assert f'claude mcp add --transport http shiro {url} --header "Authorization: Bearer {token}"' in text
-    assert f'"Authorization": "Bearer {token}"' in text and '"type": "http"' in text
-    assert f"codex mcp add shiro --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN" in text
-    assert f"export SHIRO_MCP_TOKEN={token}" in text
+    where = Path("/home/u/.shiro-neko/mcp/serve-1-2.env")
+    text = server.config_text(where)
+    # what the cell shows: the file, and commands that read the token from it; never the token
+    assert token not in text and f"Bearer token: in {where} (readable only by you" in text
+    assert (
+        f'source {where} && claude mcp add --transport http shiro {url} --header "Authorization: Bearer $SHIRO_MCP_TOKEN"'
+        in text
+    )
+    assert f"source {where} && codex mcp add shiro --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN" in text
+    assert '"Authorization": "Bearer ${SHIRO_MCP_TOKEN}"' in text and '"type": "http"' in text
+    # what the file holds: export lines to source, and the same commands with the token written out
+    secret = server.token_file_text()
+    assert f"\nexport SHIRO_MCP_TOKEN={token}\n" in secret and f"\nexport SHIRO_MCP_URL={url}\n" in secret
+    assert f'#   claude mcp add --transport http shiro {url} --header "Authorization: Bearer {token}"' in secret
+    assert f'"Authorization": "Bearer {token}"' in secret
     assert server.start() == server.info  # idempotent
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     server.stop()
