@@ -173,7 +173,7 @@ class McpKernelServer:
                 "Claude Code (in a terminal):",
                 f'  {source}claude mcp add --transport http {self.name} {url} --header "Authorization: Bearer $SHIRO_MCP_TOKEN"',
                 "",
-                "Codex CLI:",
+                "Codex CLI (it reads SHIRO_MCP_TOKEN whenever it runs: source the file in that shell too):",
                 f"  {source}codex mcp add {self.name} --url {url} --bearer-token-env-var SHIRO_MCP_TOKEN",
                 "",
                 ".mcp.json entry (SHIRO_MCP_TOKEN set in the environment of the agent that reads it):",
