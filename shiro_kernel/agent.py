@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from .memory.notes import NoteStore
 from .provider import Provider, ProviderSettings
 from .provider.pricing import price_of
 from .session import Session
-from .store import files
+from .store import files, private
 from .store.assets import assets
 from .store.autosave import Autosaver
 from .store.history import PromptHistory
@@ -43,6 +44,8 @@ from .transcript import Message
 from .turn import Turn, TurnOptions, budget_money, money
 from .ui.session_text import resume_hint, resumed_line
 
+#: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
+MERGE_RETRIES = 2
 SAVE_FAILED = (
     "could not save the session: {why}. The conversation is kept in this kernel; free some space or "
     "point SHIRO_HOME at a writable folder, then run %shiro /save"
@@ -75,6 +78,8 @@ class Agent:
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(self)
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
+        self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
+        self._tightened_shown = False
 
     def _autosaver(self, session: Session) -> Autosaver:
         def failed(exc: StoreError) -> None:
@@ -271,17 +276,7 @@ class Agent:
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
-        c = self.config
-        settings = ProviderSettings(
-            model=model or c.model,
-            api=c.api,
-            base_url=c.base_url,
-            store=c.store,
-            stream=c.stream,
-            timeout_s=c.timeout_s,
-            max_retries=c.max_retries,
-            reasoning_effort=reasoning_effort,
-        )
+        settings = self._settings(model, reasoning_effort)
         key = (
             settings.model,
             settings.api,
@@ -296,10 +291,25 @@ class Agent:
             self._provider, self._provider_key = Provider(settings), key
         return self._provider
 
+    def _settings(self, model: str | None, reasoning_effort: str | None = None) -> ProviderSettings:
+        c = self.config
+        return ProviderSettings(
+            model=model or c.model,
+            api=c.api,
+            base_url=c.base_url,
+            store=c.store,
+            stream=c.stream,
+            timeout_s=c.timeout_s,
+            max_retries=c.max_retries,
+            reasoning_effort=reasoning_effort,
+        )
+
     def ask_model(self, system: str, prompt: str) -> str:
-        """One plain model call with no tools (``/memory``). Raises :class:`ProviderError`."""
+        """One plain model call with no tools (``/memory``), retried as the seed's merge call is
+        (:data:`MERGE_RETRIES`). Raises :class:`ProviderError`."""
         text = None
-        for event in self.provider().stream(system, [Message.user(prompt)], [], None):
+        provider = Provider(replace(self._settings(None), max_retries=MERGE_RETRIES))
+        for event in provider.stream(system, [Message.user(prompt)], [], None):
             if isinstance(event, Error):
                 raise ProviderError(event.message, event.status)
             if isinstance(event, Done):
@@ -387,6 +397,8 @@ class Agent:
 
         # off the turn's path, while the model answers (a convenience: a failure is one warning at the end)
         history_job = files.background(self.history().append, prompt)
+        if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private
+            self._tighten = files.background(private.tighten_home)
         if not keep_abort:
             self.abort.clear()
         max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
@@ -407,6 +419,7 @@ class Agent:
         def on_turn_event(event: Event) -> None:
             if isinstance(event, TurnEnd):  # the record is written before the footer says it is saved
                 self._history_problem(history_job, emit)
+                self._tightened(emit)
                 self.mcp.emit_notices(emit)  # an MCP server that died during the turn
                 self._snapshot_cells(notebook)
                 problem = self.save_now() if self.session.messages else None
@@ -436,6 +449,20 @@ class Agent:
         finally:
             self.turning = False
             self.mcp.flush_notes()  # what other agents did meanwhile
+
+    def _tightened(self, emit: Callable[[Event], None]) -> None:
+        """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it
+        finished (it is returned once: never waited for with a timeout that could drop it)."""
+        job = self._tighten
+        if job is None or self._tightened_shown or not job.done():
+            return
+        self._tightened_shown = True
+        try:
+            notice = job.result()
+        except StoreError:  # tightening never raises by design; a store failure is said by the writes
+            notice = None
+        if notice:
+            emit(Notice(notice, kind="warning"))
 
     @staticmethod
     def _history_problem(job: Future[bool], emit: Callable[[Event], None]) -> None:

@@ -169,3 +169,28 @@ def test_mcp_allow_and_deny_through_the_magic(shell, tmp_path):
         "usage: /mcp [allow NAME… | deny NAME… | restart [NAME] | serve | stop]"
     )
     assert "/mcp [allow|deny|serve|…]" in run(shell, "%shiro /help")
+
+
+def test_the_memory_merge_call_retries_twice_as_the_seeds_does(shell, fake_openai, tmp_path):
+    """``/memory``'s one model call: 3 attempts in all (the seed's 2 retries), whatever Shiro.max_retries is."""
+    import json
+
+    from fakeopenai import Fault
+
+    from shiro_kernel.memory.notes import NoteStore
+
+    store = NoteStore.for_project(tmp_path)
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    notes = [
+        {"id": f"{i:04d}", "kind": "fact", "text": f"note {i}", "createdAt": "2024-01-01T00:00:00.000Z", "hits": 0}
+        for i in range(70)
+    ]
+    store.path.write_text(json.dumps(notes))
+    busy = {"retry-after-ms": "1"}
+    fake_openai.enqueue(*[Fault.error(500, "busy", type="server_error", headers=busy) for _ in range(3)])
+    fake_openai.enqueue(Reply(text="[]"))
+    run(shell, "%config Shiro.max_retries = 5")
+    out = run(shell, "%shiro /memory")
+    assert out.startswith("memory left as is: the model call failed"), out
+    assert [r.status for r in fake_openai.requests if r.path.endswith("/responses")] == [500, 500, 500]
+    assert len(store.entries()) == 70

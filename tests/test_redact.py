@@ -103,3 +103,29 @@ def test_a_registered_secret_is_redacted_until_removed(tmp_path) -> None:
         r.remove_secret("SHIRO_MCP_TOKEN")
         r.remove_secret("TOO_SHORT")
     assert r.redact(other) == other
+
+
+def test_what_python_displays_is_redacted_too(tmp_path) -> None:
+    """``display(token)``, a DataFrame holding a secret, JSON for Plotly: the view and the saved notebook get
+    the displays, so they pass the same filter as the text the model reads (images stay as they are)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        code = (
+            "from IPython.display import display, HTML, JSON\n"
+            f"display(HTML('<td>{HF}</td>'))\n"
+            f"display(JSON({{'token': '{HF}'}}))\n"
+            f"print('{HF}')"
+        )
+        part = run_tool(
+            all_tools(), ToolCallPart("c1", "python", json.dumps({"code": code})), ToolContext(tmp_path, shell)
+        )
+        assert HF not in part.output and "[redacted:HF_TOKEN]" in part.output
+        shown = json.dumps(part.displays)
+        assert len(part.displays) == 2
+        assert HF not in shown, shown
+        assert shown.count("[redacted:HF_TOKEN]") == 2  # the HTML and the JSON
+        assert part.displays[1]["data"]["application/json"] == {"token": "[redacted:HF_TOKEN]"}
+    finally:
+        InteractiveShell.clear_instance()

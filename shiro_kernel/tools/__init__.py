@@ -4,6 +4,7 @@ line in ``_MODULES`` below."""
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 from ..errors import ShiroError
@@ -66,6 +67,29 @@ def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     return args
 
 
+def _redact_display(bundle: dict[str, Any]) -> dict[str, Any]:
+    """A display bundle (``{"data", "metadata"}``) with every text value through the secret filter: a
+    DataFrame holding a token, or ``display(token)``, reaches the view and the saved notebook redacted too.
+    Binary images (base64) are left as they are."""
+    from ..redact import redact
+
+    data = bundle.get("data")
+    if not isinstance(data, dict):
+        return bundle
+    clean: dict[str, Any] = {}
+    for mime, value in data.items():
+        if isinstance(value, str) and (mime == "image/svg+xml" or not mime.startswith("image/")):
+            clean[mime] = redact(value)
+        elif isinstance(value, (dict, list)):  # JSON (Plotly, Vega): secrets inside its strings are redacted
+            try:
+                clean[mime] = json.loads(redact(json.dumps(value)))
+            except ValueError:  # a user pattern cut through the JSON's syntax: leave the MIME type out
+                continue
+        else:
+            clean[mime] = value
+    return {**bundle, "data": clean}
+
+
 def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
 
@@ -97,7 +121,7 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
     if not isinstance(output, ToolOutput):
         return result(output)
     part = result(output.text)
-    part.displays = list(output.displays)
+    part.displays = [_redact_display(d) for d in output.displays]
     notes: list[str] = []
     for image in output.images:  # the model's copy: downscaled, stored by hash, referred to from the part
         try:

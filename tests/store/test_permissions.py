@@ -235,3 +235,26 @@ def test_make_dirs_is_mkdir_p_private(umask: int, tmp_path: Path) -> None:
         private.make_dirs(tmp_path / "file")
     with pytest.raises(NotADirectoryError):
         private.make_dirs(tmp_path / "file" / "sub")
+
+
+def test_a_turn_tightens_an_older_home_and_says_so_once(shiro_shell, fake_openai) -> None:
+    """The notice reaches the cell (at the end of the first turn after the background walk finished), once."""
+    from IPython.utils.capture import capture_output
+
+    root = home()
+    (root / "sessions").mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o755)
+    os.chmod(root / "sessions", 0o755)
+    (root / "sessions" / "old.json.corrupt-1").write_text("{}")
+    os.chmod(root / "sessions" / "old.json.corrupt-1", 0o644)
+    shown = []
+    for prompt in ("hello", "again"):
+        fake_openai.enqueue(Reply(text="hi"))
+        with capture_output() as cap:
+            shiro_shell.run_cell(f"%shiro {prompt}")
+        shown.append(cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs))
+    said = [s.count("tightened the permissions of") for s in shown]
+    assert sum(said) == 1, shown
+    assert "(they were open to other users of this machine)" in "".join(shown)
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    assert stat.S_IMODE((root / "sessions" / "old.json.corrupt-1").stat().st_mode) == 0o600
