@@ -54,6 +54,11 @@ def main(argv: list[str] | None = None, table: list[Command] | None = None) -> i
     if args.command is None:
         parser.print_help()
         return 0
+    from ..store.private import tighten_home
+
+    notice = tighten_home()  # an older, looser SHIRO_HOME is made private before anything reads it
+    if notice:
+        print(f"shiro: {notice}", file=sys.stderr)
     try:
         return by_name[args.command].run(args)
     except ShiroError as exc:

@@ -142,3 +142,18 @@ def test_history_command_text_and_json(tmp_path, capsys):
     assert main(["history", "--project", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "load the data" in out and "/todos" not in out
+
+
+def test_the_cli_tightens_a_loose_home_and_says_so_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    import stat
+
+    from shiro_kernel.store.paths import home
+
+    root = home()
+    (root / "sessions").mkdir(parents=True, exist_ok=True)
+    os.chmod(root, 0o755)
+    os.chmod(root / "sessions", 0o755)
+    code, out, err = run(["sessions"], capsys)
+    assert code == 0 and out.strip() == "no saved sessions"
+    assert err.startswith("shiro: tightened the permissions of 2 folders under ")
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
