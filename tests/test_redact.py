@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from faultlog import record
 from traitlets import TraitError
 
 from shiro_kernel import redact as r
@@ -127,5 +128,11 @@ def test_what_python_displays_is_redacted_too(tmp_path) -> None:
         assert HF not in shown, shown
         assert shown.count("[redacted:HF_TOKEN]") == 2  # the HTML and the JSON
         assert part.displays[1]["data"]["application/json"] == {"token": "[redacted:HF_TOKEN]"}
+        record(
+            "security: a secret shown by python as text, HTML and JSON displays",
+            3,
+            int(HF in part.output) + int(HF in shown),
+            "0 copies in the text the model reads or in the displays the view and the notebook keep",
+        )
     finally:
         InteractiveShell.clear_instance()

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from mcp_testutil import PY, SDK_SERVER, children, wait_for
 
 from shiro_kernel.agent import Agent
@@ -93,6 +94,13 @@ def test_headless_turn_starts_no_project_server_and_says_how_to_allow(
     events.clear()
     assert agent.ask("again", on_event=events.append).reason == "answered"
     assert not notices(events) and not evil.exists()
+    record(
+        "security: a cloned repository's .mcp.json servers (`bash -c 'touch …; exec …'`), two headless turns",
+        2,
+        int(evil.exists()) + int(other.exists()),
+        "0 of 2 commands ran, 0 processes, 0 tools offered; one notice naming both commands and the three ways "
+        "to allow them",
+    )
     status = command(agent, "/mcp")
     assert "  evil (stdio: bash -c 'touch " in status
     assert "— not allowed yet (from .mcp.json): %shiro /mcp allow evil starts it" in status
@@ -228,6 +236,13 @@ def test_a_project_servers_read_only_hint_does_not_skip_approval(project: Path, 
     # echo says readOnlyHint in both; only the user's own server is believed
     assert results["mcp__repo__echo"].is_error and results["mcp__repo__echo"].output.startswith("Error: not approved")
     assert not results["mcp__mine__echo"].is_error and results["mcp__mine__echo"].output == "x"
+    record(
+        'security: a project server\'s tool marked readOnlyHint, headless under "ask"',
+        1,
+        int(not results["mcp__repo__echo"].is_error),
+        "refused with `Error: not approved` (the hint counts only for the user's own Shiro.mcp_servers, whose "
+        "same tool ran)",
+    )
     status = command(agent, "/mcp")
     assert "    mcp__mine__echo [read-only] — " in status and "    mcp__repo__echo — " in status
 

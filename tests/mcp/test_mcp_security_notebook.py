@@ -12,6 +12,7 @@ from typing import Any
 
 import nbformat
 from fakeopenai import Call, Reply
+from faultlog import record
 from mcp_testutil import PY, SDK_SERVER
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
@@ -137,4 +138,12 @@ def test_the_serve_token_is_not_in_the_saved_notebook(fake_openai: Any, tmp_path
     assert "[redacted:SHIRO_MCP_TOKEN]" in saved
     # the kernel ended: the token file is gone, and nothing under SHIRO_HOME kept the token
     assert not list((tmp_path / "home" / "mcp").glob("serve-*.env"))
-    assert not [f for f in (tmp_path / "home").rglob("*") if f.is_file() and token in f.read_text(errors="replace")]
+    kept = [f for f in (tmp_path / "home").rglob("*") if f.is_file() and token in f.read_text(errors="replace")]
+    assert not kept
+    record(
+        "security: the `/mcp serve` bearer token (cell outputs, the saved .ipynb, requests to the model, SHIRO_HOME)",
+        4,
+        int(token in saved) + int(token in json.dumps([r.body for r in fake_openai.requests])) + len(kept),
+        "0 copies anywhere (was 4–8 in the .ipynb); the token file is 0600 and deleted when the kernel ends; a "
+        "tool result printing it reached the model as `[redacted:SHIRO_MCP_TOKEN]`",
+    )

@@ -11,6 +11,7 @@ import json
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from IPython.utils.capture import capture_output
 
 from shiro_kernel.memory.index_file import project_dir, system_dir
@@ -82,6 +83,13 @@ def test_headless_ask_and_read_only_store_nothing(shiro_shell, fake_openai, tmp_
     fake_openai.enqueue(Reply(text="hello"))
     run(shiro_shell, "%shiro --new hi")
     assert INJECTED not in fake_openai.requests[-1].body["instructions"]
+    record(
+        f"security: an injected instruction stored through remember / memory_write (system) / forget, {approval!r}",
+        3,
+        sum(not t.startswith("Error: not approved") for t in out) + int(stored_anywhere(tmp_path)),
+        "3 of 3 calls refused (`Error: not approved`); 0 notes or memories written, 0 forgotten; "
+        "the next session's prompt does not hold it",
+    )
 
 
 def test_ask_with_buttons_asks_once_per_call_and_shows_what_is_stored(shiro_shell, fake_openai, tmp_path):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
@@ -128,6 +129,13 @@ def test_everything_a_turn_and_the_stores_make_is_private(
         assert len(found) >= 30, sorted(found)
         bad = loose(fresh_home)
         assert not bad, f"not private under umask {umask:03o}: " + ", ".join(bad)
+        record(
+            f"security: what a turn and the stores create under SHIRO_HOME, umask {umask:03o}",
+            len(found),
+            len(bad),
+            f"{len(found)} files and folders (session record, index.sqlite with -wal and -shm, locks, leases, notes, "
+            "memories, history, image assets, a bundle): folders 0700, files 0600",
+        )
         assert stat.S_IMODE(os.stat(fresh_home.parent).st_mode) == 0o700  # the parent shiro made for it
         other.release()
     finally:
