@@ -6,11 +6,11 @@ deltas, usage, then ``Done`` with the assistant message — or one ``Error`` who
 single clear sentence (never a traceback, never the key, never credentials from the base URL).
 
 How a call goes out: :mod:`~shiro_kernel.provider.wire` builds the request body as exact API JSON, and
-the SDK posts it (``client.post``: auth, base URL, headers, its error classes). A streamed answer is
-read as raw SSE, decoded by the SDK's own SSE decoder, and fed as plain dicts to the ``wire`` parsers,
-each text delta handed on as it arrives. The SDK's typed models are not used: building their pydantic
-schemas cost ~1.3 s on a kernel's first call, and validating every event ~25 ms per streamed step,
-only for the turn loop to turn the objects back into dicts.
+:mod:`~shiro_kernel.provider.transport` has the SDK post it (``client.post``: auth, base URL, headers, its
+error classes). A streamed answer is read as raw SSE, decoded by the SDK's own SSE decoder, and fed as
+plain dicts to the ``wire`` parsers, each text delta handed on as it arrives. The SDK's typed models are
+not used: building their pydantic schemas cost ~1.3 s on a kernel's first call, and validating every
+event ~25 ms per streamed step, only for the turn loop to turn the objects back into dicts.
 
 Time limits (``timeout_s``, ``max_retries``):
 
@@ -30,6 +30,11 @@ Time limits (``timeout_s``, ``max_retries``):
 * Chat Completions refused for a model ("only supported in v1/responses") falls back to the
   Responses API for the rest of the provider's life, mid-turn, with a notice.
 
+Every way an attempt can fail (the SDK's errors and those of :mod:`~shiro_kernel.provider.failures`) is
+folded one way: :meth:`Provider._retry_delay` says whether to try again, :meth:`Provider._failed` turns it
+into the call's one ``Error`` (keeping what arrived); :func:`answer` raises that ``Error`` as
+:class:`~shiro_kernel.errors.ProviderError` for a call outside a turn.
+
 Nothing here imports :mod:`shiro_kernel.events` or :mod:`~shiro_kernel.provider.wire` at import time:
 ``%load_ext`` imports this package, and those modules are imported by the warm-up thread or the first
 call instead.
@@ -37,37 +42,41 @@ call instead.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..config import environment
 from .failures import (
-    _RESPONSES_ONLY,
+    RESPONSES_ONLY,
     RETRY_STATUSES,
-    _html_title,
-    _looks_like_html,
-    _retry_after,
-    _server_allows_retry,
-    _server_message,
-    _split_query,
-    _timed_out,
-    _url_secrets,
+    NotAPI,
+    ResponseFailed,
+    StreamBroken,
+    StreamError,
+    broken_sentence,
     error_kind,
+    not_api_sentence,
     redact,
+    retry_after,
     safe_url,
+    server_allows_retry,
+    server_message,
+    status_sentence,
+    url_secrets,
 )
+from .transport import Attempt, feed, post_events, post_json
 
 if TYPE_CHECKING:
-    from ..events import Notice, ProviderEvent, ReasoningDelta, TextDelta
+    from ..events import Error, Notice, ProviderEvent
     from ..transcript import Message
-    from .wire import ChatStream, ImageSource, InputCache, ResponsesStream
+    from .wire import ImageSource, InputCache
 
 _NO_KEY_HELP = (
     "No API key: set OPENAI_API_KEY (in a notebook: %env OPENAI_API_KEY=sk-...), or point shiro at a "
@@ -75,8 +84,8 @@ _NO_KEY_HELP = (
     '%config Shiro.base_url = "http://localhost:11434/v1" (or OPENAI_BASE_URL), where no key is needed.'
 )
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
-# A local server needs no key, but the client insists on one; this placeholder goes only to the server.
-_PLACEHOLDER_KEY = "no-key-needed"
+#: a local server needs no key, but the client insists on one; this placeholder goes only to the server
+PLACEHOLDER_KEY = "no-key-needed"
 
 
 @dataclass
@@ -91,67 +100,6 @@ class ProviderSettings:
     timeout_s: float = 120.0
     max_retries: int = 3
     reasoning_effort: str | None = None  # only sent when a variant asks for it (reasoning models only)
-
-
-# -- failures inside one attempt ---------------------------------------------------------------------
-class _StreamBroken(Exception):
-    """The stream stopped or produced something unreadable before the response was complete."""
-
-
-class _Idle(_StreamBroken):
-    """No event for the attempt's timeout: the server sent only keep-alive comments, or nothing."""
-
-    def __init__(self, seconds: float, keepalives: bool) -> None:
-        super().__init__(f"no event for {seconds:g} s" + (", only keep-alives" if keepalives else ""))
-        self.seconds = seconds
-        self.keepalives = keepalives
-
-
-class _StreamError(_StreamBroken):
-    """The server put an ``{"error": ...}`` object into the stream."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class _NotAPI(Exception):
-    """The answer is not the API's (an HTML page, an empty or unknown body): ``str()`` is the sentence."""
-
-
-class _Attempt:
-    """One attempt of a call: its timeout, its stream parser, and whether anything was shown yet."""
-
-    __slots__ = ("parser", "shown", "timeout")
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.parser: ResponsesStream | ChatStream | None = None
-        self.shown = False
-
-
-class _Watch:
-    """Passes a response's byte chunks on, and ends the stream when no event came for ``timeout`` seconds
-    although bytes did (keep-alive comments). A server that sends nothing at all is ended by the read
-    timeout. Keeps the first bytes, to say what a body that held no event was."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.last_event = time.monotonic()
-        self.events = 0
-        self.head = b""
-
-    def chunks(self, source: Iterator[bytes]) -> Iterator[bytes]:
-        for chunk in source:
-            if len(self.head) < 2048:
-                self.head += chunk[: 2048 - len(self.head)]
-            yield chunk  # the decoder hands this chunk's events on before it asks for the next one
-            if time.monotonic() - self.last_event > self.timeout:
-                raise _Idle(self.timeout, keepalives=True)
-
-    def event(self) -> None:
-        self.events += 1
-        self.last_event = time.monotonic()
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -176,6 +124,18 @@ def shared_client(api_key: str, base_url: str | None) -> Any:
                 _clients.popitem(last=False)
         _clients.move_to_end((api_key, base_url))
         return client
+
+
+def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query string, and the query as parameters for every request (the SDK would
+    otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
+    if not url or "?" not in url:
+        return url, {}
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # the SDK says what is wrong with it
+        return url, {}
+    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
 class Provider:
@@ -212,7 +172,7 @@ class Provider:
 
             env = environment()
             base_url = self.settings.base_url or env.base_url
-            key = env.api_key or (_PLACEHOLDER_KEY if base_url else None)
+            key = env.api_key or (PLACEHOLDER_KEY if base_url else None)
             if key is None:
                 raise MissingKey(_NO_KEY_HELP)
             self._key = env.api_key
@@ -220,7 +180,7 @@ class Provider:
         return self._client
 
     def _redact(self, text: str) -> str:
-        return redact(text, self._key, _url_secrets(self.base_url))
+        return redact(text, self._key, url_secrets(self.base_url))
 
     # -- one model call --------------------------------------------------------------------------
     def stream(
@@ -228,100 +188,147 @@ class Provider:
     ) -> Iterator[ProviderEvent | Notice]:
         """Run one model call. Yields deltas (and a ``Notice`` when the API had to change), then exactly one
         ``Done`` or ``Error``."""
-        from ..errors import MissingKey
-        from ..events import Error, Notice
+        from ..events import Notice
 
         try:
             client = self.client()
-        except MissingKey as exc:
-            yield Error(str(exc))
-            return
-        except Exception as exc:  # a base URL the SDK cannot use
-            yield Error(
-                self._redact(
-                    f"Cannot use the base URL {self.host} ({exc}): check Shiro.base_url / OPENAI_BASE_URL "
-                    "(e.g. http://localhost:11434/v1)."
-                )
-            )
+        except Exception as exc:  # no key, or a base URL the SDK cannot use
+            yield self._unusable(exc)
             return
         import openai
 
         s = self.settings
         started = time.monotonic()
         deadline = started + self.retry_budget_s
-        attempts = 0
+        number = 0
         while True:
-            attempts += 1
+            number += 1
             left = deadline - time.monotonic()
-            attempt = _Attempt(timeout=s.timeout_s if attempts == 1 else max(min(s.timeout_s, left), 0.01))
+            attempt = Attempt(number, timeout=s.timeout_s if number == 1 else max(min(s.timeout_s, left), 0.01))
             try:
                 if self.api == "chat":
-                    yield from self._chat(client, system, messages, tools, abort, attempt, attempts)
+                    yield from self._chat(client, system, messages, tools, abort, attempt)
                 else:
-                    yield from self._responses(client, system, messages, tools, abort, attempt, attempts)
+                    yield from self._responses(client, system, messages, tools, abort, attempt)
                 return
-            except openai.APIStatusError as exc:
-                msg = _server_message(exc)
-                kind = error_kind(msg) or error_kind(str(getattr(exc, "message", "")))
-                if self.api == "chat" and exc.status_code in (400, 404) and re.search(_RESPONSES_ONLY, msg):
-                    self.api = "responses"
-                    yield Notice(
-                        f"{s.model} is not served on /v1/chat/completions here; "
-                        "switched to the Responses API for the rest of this session.",
-                        kind="warning",
-                    )
-                    continue
-                retryable = exc.status_code in RETRY_STATUSES or exc.status_code >= 500
-                headers = getattr(getattr(exc, "response", None), "headers", None)
-                if retryable and kind is None and _server_allows_retry(headers):
-                    delay = self._retry_delay(attempts, deadline, headers)
-                    if delay is not None:
-                        if self._wait(delay, abort):
-                            yield from self._stopped()
-                            return
-                        continue
-                yield Error(
-                    self._status_sentence(exc.status_code, msg, attempts - 1),
-                    status=exc.status_code,
-                    retryable=retryable and kind is None,
-                    kind=kind,
+            except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
+                failure: Exception = exc
+            if self._responses_only(failure):
+                self.api = "responses"
+                yield Notice(
+                    f"{s.model} is not served on /v1/chat/completions here; "
+                    "switched to the Responses API for the rest of this session.",
+                    kind="warning",
                 )
-                return
-            except _NotAPI as exc:
-                yield Error(self._redact(str(exc)))
-                return
-            except (openai.APIConnectionError, _StreamBroken) as exc:  # APITimeoutError is a connection error
-                kind = error_kind(exc.message) if isinstance(exc, _StreamError) else None
-                if not attempt.shown and kind is None:
-                    delay = self._retry_delay(attempts, deadline, None)
-                    if delay is not None:
-                        if self._wait(delay, abort):
-                            yield from self._stopped()
-                            return
-                        continue
-                if attempt.parser is not None and attempt.shown:
-                    yield from self._keep_partial(attempt.parser)
-                yield Error(
-                    self._failure_sentence(exc, attempt, attempts, time.monotonic() - started),
-                    retryable=kind is None,
-                    kind=kind,
-                )
-                return
-            except openai.OpenAIError as exc:
-                yield Error(self._redact(f"The model call failed: {exc}."))
-                return
+                continue
+            delay = self._retry_delay(failure, attempt, deadline)
+            if delay is not None:
+                if self._wait(delay, abort):
+                    yield from self._stopped()
+                    return
+                continue
+            yield from self._failed(failure, attempt, time.monotonic() - started)
+            return
 
-    def _retry_delay(self, attempts: int, deadline: float, headers: Any) -> float | None:
+    # -- what a failure means ----------------------------------------------------------------------------
+    def _responses_only(self, exc: Exception) -> bool:
+        """Chat Completions refused for this model ("only supported in v1/responses")."""
+        import openai
+
+        return (
+            self.api == "chat"
+            and isinstance(exc, openai.APIStatusError)
+            and exc.status_code in (400, 404)
+            and re.search(RESPONSES_ONLY, server_message(exc)) is not None
+        )
+
+    @staticmethod
+    def _kind(exc: Exception) -> str | None:
+        """The repairable failure (:func:`~shiro_kernel.provider.failures.error_kind`) ``exc`` names."""
+        import openai
+
+        if isinstance(exc, openai.APIStatusError):
+            return error_kind(server_message(exc)) or error_kind(str(getattr(exc, "message", "")))
+        if isinstance(exc, (StreamError, ResponseFailed)):
+            return error_kind(exc.message)
+        return None
+
+    def _retry_delay(self, exc: Exception, attempt: Attempt, deadline: float) -> float | None:
+        """How long to wait before trying again after ``exc``, or None for no retry. Tried again: a 408, 409,
+        429 or 5xx the server does not forbid retrying (``x-should-retry``), a failed connection, a timeout
+        or a broken stream before anything was shown; never a failure the turn can repair (:meth:`_kind`),
+        an answer that is not the API's, or a response the stream reported failed."""
+        import openai
+
+        headers = None
+        if isinstance(exc, openai.APIStatusError):
+            headers = getattr(getattr(exc, "response", None), "headers", None)
+            if not (_retryable(exc.status_code) and self._kind(exc) is None and server_allows_retry(headers)):
+                return None
+        elif not isinstance(exc, (openai.APIConnectionError, StreamBroken)) or attempt.shown or self._kind(exc):
+            return None  # APITimeoutError is a connection error
+        return self._backoff(attempt.number, deadline, headers)
+
+    def _backoff(self, attempts: int, deadline: float, headers: Any) -> float | None:
         """How long to wait before the next attempt, or None when there is to be none (no retries left, or
         the budget would not leave the next attempt a quarter of ``timeout_s``)."""
         if attempts > self.settings.max_retries:
             return None
-        delay = _retry_after(headers)
+        delay = retry_after(headers)
         if delay is None:
             delay = min(0.5 * 2 ** (attempts - 1), 8.0) * (1 - 0.25 * random.random())
         if deadline - time.monotonic() - delay < self.settings.timeout_s / 4:
             return None
         return delay
+
+    def _failed(self, exc: Exception, attempt: Attempt, elapsed: float) -> Iterator[ProviderEvent]:
+        """The one way a failed call ends: what arrived kept (a stream that broke after showing something),
+        then the call's ``Error``, one sentence."""
+        import openai
+
+        from ..events import Done, Error, Usage
+
+        kind = self._kind(exc)
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            sentence = status_sentence(
+                status,
+                server_message(exc),
+                attempt.number - 1,
+                host=self.host,
+                model=self.settings.model,
+                redact=self._redact,
+            )
+            yield Error(sentence, status=status, retryable=_retryable(status) and kind is None, kind=kind)
+        elif isinstance(exc, NotAPI):
+            yield Error(self._redact(not_api_sentence(exc, host=self.host)))
+        elif isinstance(exc, ResponseFailed):
+            yield Error(f"The model failed mid-answer: {self._redact(exc.message)}.", kind=kind)
+        elif isinstance(exc, (openai.APIConnectionError, StreamBroken)):
+            if attempt.parser is not None and attempt.shown:
+                yield Done(attempt.parser.partial(), Usage(), api=self.api)  # keep what arrived
+            n = attempt.number
+            tried = f"tried {n} {'time' if n == 1 else 'times'} in {elapsed:.1f} s"
+            sentence = broken_sentence(
+                exc, host=self.host, timeout=attempt.timeout, shown=attempt.shown, tried=tried, redact=self._redact
+            )
+            yield Error(sentence, retryable=kind is None, kind=kind)
+        else:
+            yield Error(self._redact(f"The model call failed: {exc}."))
+
+    def _unusable(self, exc: Exception) -> Error:
+        """The ``Error`` of a call that cannot start: no key, or a base URL the SDK cannot use."""
+        from ..errors import MissingKey
+        from ..events import Error
+
+        if isinstance(exc, MissingKey):
+            return Error(str(exc))
+        return Error(
+            self._redact(
+                f"Cannot use the base URL {self.host} ({exc}): check Shiro.base_url / OPENAI_BASE_URL "
+                "(e.g. http://localhost:11434/v1)."
+            )
+        )
 
     @staticmethod
     def _wait(seconds: float, abort: threading.Event | None) -> bool:
@@ -336,149 +343,6 @@ class Provider:
         from ..transcript import Message
 
         yield Done(Message("assistant", []), Usage(), api=self.api)
-
-    def _keep_partial(self, parser: ResponsesStream | ChatStream) -> Iterator[ProviderEvent]:
-        from ..events import Done, Usage
-
-        yield Done(parser.partial(), Usage(), api=self.api)  # keep what arrived
-
-    def _status_sentence(self, status: int, msg: str, retries: int) -> str:
-        msg = self._redact(msg.strip().rstrip("."))
-        after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
-        if status == 401:
-            return f"The server at {self.host} refused the API key (401): {msg}. Check OPENAI_API_KEY."
-        if status == 429:
-            return f"Rate limited by {self.host} (429){after}: {msg}. Wait a moment and run the prompt again."
-        if status >= 500:
-            return f"The model server at {self.host} failed ({status}){after}: {msg}."
-        if status == 404 and "model" in msg.lower() and "item" not in msg.lower():
-            return (
-                f"The server at {self.host} does not know the model {self.settings.model!r} (404): {msg}. "
-                'Set %config Shiro.model = "..." (or SHIRO_MODEL).'
-            )
-        return f"The model server rejected the request ({status}): {msg}."
-
-    def _failure_sentence(self, exc: Exception, attempt: _Attempt, attempts: int, elapsed: float) -> str:
-        import openai
-
-        tried = f"tried {attempts} {'time' if attempts == 1 else 'times'} in {elapsed:.1f} s"
-        if isinstance(exc, _StreamError):
-            return self._redact(f"The model failed mid-answer: {exc.message.strip().rstrip('.')}.")
-        if isinstance(exc, _Idle) and attempt.shown:
-            return (
-                f"The model server at {self.host} stopped sending in the middle of the answer (nothing for "
-                f"{exc.seconds:g} s); what arrived is kept, run the prompt again to continue."
-            )
-        if isinstance(exc, (openai.APITimeoutError, _Idle)) or _timed_out(exc):
-            how = "sent only keep-alives" if isinstance(exc, _Idle) and exc.keepalives else "sent nothing"
-            return (
-                f"The model server at {self.host} did not answer within {attempt.timeout:g} s "
-                f"({how}; {tried}); check the server, or raise %config Shiro.timeout_s."
-            )
-        if attempt.shown:
-            return self._redact(
-                f"The connection to {self.host} broke in the middle of the answer ({_cause(exc)}); "
-                "what arrived is kept, run the prompt again to continue."
-            )
-        if isinstance(exc, _StreamBroken):
-            return self._redact(
-                f"The model server at {self.host} ended the answer before anything arrived ({_cause(exc)}; {tried})."
-            )
-        return self._redact(
-            f"Could not reach the model server at {self.host} ({_cause(exc)}; {tried}): check that it is "
-            "running and that Shiro.base_url / OPENAI_BASE_URL point at it."
-        )
-
-    def _not_api_sentence(self, status: int, content_type: str, head: bytes) -> str:
-        text = head.decode("utf-8", "replace")
-        ctype = content_type.split(";")[0].strip()
-        if "html" in ctype or _looks_like_html(text):
-            title = _html_title(text)
-            what = f"an HTML page ({title})" if title else "an HTML page"
-        elif text.strip():
-            kind = f"a body of type {ctype}" if ctype else "a body"
-            what = f"{kind} that is not the API's ({' '.join(text.split())[:80]})"
-        else:
-            what = f"an empty {ctype + ' ' if ctype else ''}body"
-        return (
-            f"The server at {self.host} answered HTTP {status} with {what} instead of the model's answer: check "
-            f"that Shiro.base_url / OPENAI_BASE_URL ({self.host}) is the API's base URL (it usually ends in /v1) "
-            "and that no proxy or login page is in the way."
-        )
-
-    # -- the request and its answer -------------------------------------------------------------------
-    def _options(self, attempt: _Attempt, attempts: int) -> dict[str, Any]:
-        return {
-            "timeout": attempt.timeout,
-            "max_retries": 0,
-            "headers": {"x-stainless-retry-count": str(attempts - 1)},
-        }
-
-    def _post_json(self, client: Any, path: str, body: dict[str, Any], attempt: _Attempt, attempts: int) -> Any:
-        """A non-streamed call: the answer's JSON, as a dict."""
-        response = client.post(path, body=body, cast_to=_response_class(), options=self._options(attempt, attempts))
-        content = response.content
-        ctype = response.headers.get("content-type", "")
-        try:
-            data = json.loads(content) if "html" not in ctype else None
-        except ValueError:
-            data = None
-        if not isinstance(data, dict):
-            raise _NotAPI(self._not_api_sentence(response.status_code, ctype, content[:2048]))
-        return data
-
-    def _post_events(
-        self,
-        client: Any,
-        path: str,
-        body: dict[str, Any],
-        abort: threading.Event | None,
-        attempt: _Attempt,
-        attempts: int,
-    ) -> Iterator[dict[str, Any]]:
-        """A streamed call: its SSE events as dicts, each as it arrives, decoded by the SDK's decoder.
-
-        Ends (raising) on a gap of ``attempt.timeout`` between events, on an ``{"error": ...}`` object in the
-        stream, or on an answer that is not an event stream; stops quietly at ``[DONE]`` or an abort."""
-        response = client.post(
-            path, body=body, cast_to=_response_class(), stream=True, options=self._options(attempt, attempts)
-        )
-        try:
-            ctype = response.headers.get("content-type", "")
-            if "html" in ctype:
-                raise _NotAPI(self._not_api_sentence(response.status_code, ctype, _read_head(response)))
-            watch = _Watch(attempt.timeout)
-            try:
-                for sse in client._make_sse_decoder().iter_bytes(watch.chunks(response.iter_bytes())):
-                    data = sse.data
-                    if data.startswith("[DONE]"):
-                        break
-                    if not data:
-                        continue
-                    event = json.loads(data)
-                    if isinstance(event, dict) and event.get("error") and event.get("type") is None:
-                        err = event["error"]
-                        message = err.get("message") if isinstance(err, dict) else err
-                        raise _StreamError(str(message or "the server reported an error in the stream"))
-                    watch.event()
-                    if abort is not None and abort.is_set():
-                        return
-                    yield event
-                    watch.event()  # the time the consumer took is not the server's silence
-            except (_StreamBroken, _NotAPI):
-                raise
-            except Exception as exc:
-                if _timed_out(exc):
-                    raise _Idle(attempt.timeout, keepalives=bool(watch.head) and not watch.events) from exc
-                raise _StreamBroken(str(exc) or type(exc).__name__) from exc
-            if (
-                not watch.events
-                and watch.head.strip()
-                and not watch.head.lstrip().startswith((b"data", b":", b"event"))
-            ):
-                raise _NotAPI(self._not_api_sentence(response.status_code, ctype, watch.head))
-        finally:
-            _close(response)
 
     # -- Responses API ---------------------------------------------------------------------------
     def _input_cache(self) -> InputCache:
@@ -495,10 +359,9 @@ class Provider:
         messages: list[Message],
         tools: list[dict[str, Any]],
         abort: threading.Event | None,
-        attempt: _Attempt,
-        attempts: int,
+        attempt: Attempt,
     ) -> Iterator[ProviderEvent]:
-        from ..events import Done, Error, Usage
+        from ..events import Done, Usage
         from . import wire
 
         s = self.settings
@@ -516,27 +379,22 @@ class Provider:
         if s.reasoning_effort:
             body["reasoning"] = {"effort": s.reasoning_effort}
         if not s.stream:
-            message, usage = wire.parse_response(
-                self._post_json(client, "/responses", body, attempt, attempts), s.model
-            )
+            message, usage = wire.parse_response(post_json(client, "/responses", body, attempt), s.model)
             yield usage
             yield Done(message, usage, api="responses")
             return
         body["stream"] = True
         parser = attempt.parser = wire.ResponsesStream(s.model)
-        for event in self._post_events(client, "/responses", body, abort, attempt, attempts):
-            yield from _feed(parser, event)
+        for event in post_events(client, "/responses", body, abort, attempt):
+            yield from feed(parser, event)
             attempt.shown = parser.shown
             if parser.error:
-                yield Error(
-                    f"The model failed mid-answer: {self._redact(parser.error)}.", kind=error_kind(parser.error)
-                )
-                return
+                raise ResponseFailed(parser.error)
         if abort is not None and abort.is_set():
             yield Done(parser.partial(), Usage(), api="responses")
             return
         if not parser.complete:
-            raise _StreamBroken("the stream ended before the response was complete")
+            raise StreamBroken("the stream ended before the response was complete")
         message, usage = parser.result()
         yield usage
         yield Done(message, usage, api="responses")
@@ -549,8 +407,7 @@ class Provider:
         messages: list[Message],
         tools: list[dict[str, Any]],
         abort: threading.Event | None,
-        attempt: _Attempt,
-        attempts: int,
+        attempt: Attempt,
     ) -> Iterator[ProviderEvent]:
         from ..events import Done, Usage
         from . import wire
@@ -562,7 +419,7 @@ class Provider:
         if s.reasoning_effort:
             body["reasoning_effort"] = s.reasoning_effort
         if not s.stream:
-            data = self._post_json(client, "/chat/completions", body, attempt, attempts)
+            data = post_json(client, "/chat/completions", body, attempt)
             message, usage = wire.parse_chat_completion(data, s.model)
             yield usage
             yield Done(message, usage, api="chat")
@@ -570,55 +427,41 @@ class Provider:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
         parser = attempt.parser = wire.ChatStream(s.model)
-        for chunk in self._post_events(client, "/chat/completions", body, abort, attempt, attempts):
-            yield from _feed(parser, chunk)
+        for chunk in post_events(client, "/chat/completions", body, abort, attempt):
+            yield from feed(parser, chunk)
             attempt.shown = parser.shown
         if abort is not None and abort.is_set():
             yield Done(parser.partial(), Usage(), api="chat")
             return
         if not parser.complete:
-            raise _StreamBroken("the stream ended before the answer was complete")
+            raise StreamBroken("the stream ended before the answer was complete")
         message, usage = parser.result()
         yield usage
         yield Done(message, usage, api="chat")
 
 
-def _feed(parser: ResponsesStream | ChatStream, event: dict[str, Any]) -> list[TextDelta | ReasoningDelta]:
-    """The deltas of one event; an event the parser cannot read counts as a broken stream."""
-    try:
-        return parser.feed(event)
-    except Exception as exc:
-        raise _StreamBroken(f"an unreadable event ({type(exc).__name__}: {exc})") from exc
+def _retryable(status: int) -> bool:
+    """A status worth another attempt (as the SDK retries them)."""
+    return status in RETRY_STATUSES or status >= 500
 
 
-def _response_class() -> type:
-    """The SDK's HTTP response class: as ``cast_to`` it makes ``client.post`` hand back the raw response
-    (status checked, retries and errors the SDK's), whose bytes are ours to read."""
-    import httpx2
+def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
+    """The answer of one model call outside a turn (``/compact``): its ``Done`` message (an empty one when
+    it gave none), or its ``Error`` raised as :class:`~shiro_kernel.errors.ProviderError`."""
+    from ..errors import ProviderError
+    from ..events import Done, Error
+    from ..transcript import Message
 
-    return httpx2.Response
-
-
-def _read_head(response: Any, limit: int = 2048) -> bytes:
-    head = b""
-    try:
-        for chunk in response.iter_bytes():
-            head += chunk
-            if len(head) >= limit:
-                break
-    except Exception:  # what arrived is enough to say what it was
-        pass
-    return head[:limit]
-
-
-def _cause(exc: Exception) -> str:
-    cause = exc.__cause__ or exc.__context__
-    text = str(exc) if isinstance(exc, _StreamBroken) else (str(cause) if cause else str(exc))
-    return (text or type(exc).__name__).strip().rstrip(".")[:200]
+    message = Message("assistant", [])
+    error: Error | None = None
+    for event in events:
+        if isinstance(event, Done):
+            message = event.message
+        elif isinstance(event, Error):
+            error = event
+    if error is not None:
+        raise ProviderError(error.message, error.status, error.kind)
+    return message
 
 
-def _close(response: Any) -> None:
-    try:
-        response.close()
-    except Exception:  # closing a broken stream may itself fail; nothing to do about it
-        pass
+__all__ = ["PLACEHOLDER_KEY", "Provider", "ProviderSettings", "answer", "shared_client"]

@@ -1,12 +1,17 @@
 """What a failure is, and how it may be shown: the words of the provider layer's errors.
 
-* :func:`redact` and :func:`safe_url`: what a message may show of the key and the base URL (never the
-  key, a URL's ``user:password@`` or its query values).
+* How one attempt breaks besides the SDK's own errors: :class:`StreamBroken` (and :class:`Idle`,
+  :class:`StreamError`), :class:`ResponseFailed`, :class:`NotAPI`.
+* :func:`redact`, :func:`safe_url` and :func:`url_secrets`: what a message may show of the key and the base
+  URL (never the key, a URL's ``user:password@`` or its query values).
 * :func:`error_kind`: the repairable failures a server's message names (an item the provider lost, a
   model that takes no images), from the real texts of OpenAI and the common local servers.
-* :func:`_server_message`: the server's own words out of the SDK's error; an HTML page by its title.
-* When to try again: :data:`RETRY_STATUSES`, :func:`_retry_after`, :func:`_server_allows_retry`,
-  :func:`_timed_out`.
+* :func:`server_message`: the server's own words out of the SDK's error; an HTML page by its title.
+* The sentences a failed call ends with: :func:`status_sentence`, :func:`broken_sentence`,
+  :func:`not_api_sentence` (the client folds every failure into one of them:
+  :meth:`~shiro_kernel.provider.client.Provider.stream`).
+* When to try again: :data:`RETRY_STATUSES`, :func:`retry_after`, :func:`server_allows_retry`,
+  :func:`timed_out`.
 
 Pure functions over strings and headers: nothing here imports ``openai``.
 """
@@ -15,14 +20,14 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 # Regular expressions are kept as source and compiled on first use (``re`` caches them): ``%load_ext``
 # imports this module, and most of them never run in a session.
-_RESPONSES_ONLY = (
-    r"(?i)only supported in v1/responses|not supported in (the )?v1/chat/completions|use the responses api"
-)
+#: a Chat Completions refusal that means "use the Responses API for this model"
+RESPONSES_ONLY = r"(?i)only supported in v1/responses|not supported in (the )?v1/chat/completions|use the responses api"
 #: the provider no longer holds an item the history refers to by id (a 404 with ``store`` on)
 ITEM_NOT_FOUND = r"(?i)item with id '[^']*' not found"
 #: the model (or the server) takes no images. Real messages, their servers and statuses: OpenAI 400,
@@ -44,6 +49,50 @@ IMAGES_UNSUPPORTED = (
 #: statuses worth another attempt (as the SDK retries them)
 RETRY_STATUSES = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER_S = 120.0
+#: how a message is cleaned of secrets before it is shown (:func:`redact` with the provider's key)
+Redact = Callable[[str], str]
+
+
+# -- how one attempt breaks ---------------------------------------------------------------------------
+class StreamBroken(Exception):
+    """The stream stopped or produced something unreadable before the response was complete."""
+
+
+class Idle(StreamBroken):
+    """No event for the attempt's timeout: the server sent only keep-alive comments, or nothing."""
+
+    def __init__(self, seconds: float, keepalives: bool) -> None:
+        super().__init__(f"no event for {seconds:g} s" + (", only keep-alives" if keepalives else ""))
+        self.seconds = seconds
+        self.keepalives = keepalives
+
+
+class StreamError(StreamBroken):
+    """The server put an ``{"error": ...}`` object into the stream."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ResponseFailed(Exception):
+    """The Responses stream itself reported the response failed (``response.failed``, an ``error`` event):
+    not tried again, and nothing of it kept."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotAPI(Exception):
+    """The answer is not the API's (an HTML page, an empty or unknown body): its status, content type and
+    first bytes (:func:`not_api_sentence`)."""
+
+    def __init__(self, status: int, content_type: str, head: bytes) -> None:
+        super().__init__(f"HTTP {status} {content_type}")
+        self.status = status
+        self.content_type = content_type
+        self.head = head
 
 
 # -- words: what a message may show ------------------------------------------------------------------
@@ -75,7 +124,7 @@ def safe_url(url: str) -> str:
     return (bare if "://" in bare else bare.rsplit("@", 1)[-1]).rstrip("/")
 
 
-def _url_secrets(url: str | None) -> tuple[str, ...]:
+def url_secrets(url: str | None) -> tuple[str, ...]:
     """What in a base URL must never be shown: its password and its query values."""
     if not url:
         return ()
@@ -85,18 +134,6 @@ def _url_secrets(url: str | None) -> tuple[str, ...]:
     except ValueError:
         found = re.findall(r"://[^/\s@]*:([^/\s@]+)@", url) + re.findall(r"=([^&#\s]+)", url)
     return tuple(sorted({s for s in found if len(s) >= 4}, key=len, reverse=True))
-
-
-def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
-    """A base URL without its query string, and the query as parameters for every request (the SDK would
-    otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
-    if not url or "?" not in url:
-        return url, {}
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # the SDK says what is wrong with it
-        return url, {}
-    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
 def _html_title(text: str) -> str:
@@ -111,7 +148,7 @@ def _looks_like_html(text: str) -> bool:
     return head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head
 
 
-def _server_message(exc: Any) -> str:
+def server_message(exc: Any) -> str:
     """The server's own words: ``{"error": {"message"}}``, ``{"message"}``, or ``{"error": "<text>"}`` and a
     plain-text body (LM Studio, Ollama), where the SDK's own message is only ``Error code: 400``. An HTML
     error page (a proxy's 502) is summarised by its title."""
@@ -136,7 +173,7 @@ def error_kind(message: str) -> str | None:
     return None
 
 
-def _timed_out(exc: BaseException) -> bool:
+def timed_out(exc: BaseException) -> bool:
     """A timeout, as the HTTP library or the SDK raises it (possibly as the cause of another error)."""
     seen: BaseException | None = exc
     for _ in range(4):
@@ -148,12 +185,12 @@ def _timed_out(exc: BaseException) -> bool:
     return False
 
 
-def _server_allows_retry(headers: Any) -> bool:
+def server_allows_retry(headers: Any) -> bool:
     """The server's own ``x-should-retry: false`` wins (as in the SDK)."""
     return headers is None or str(headers.get("x-should-retry", "")).lower() != "false"
 
 
-def _retry_after(headers: Any) -> float | None:
+def retry_after(headers: Any) -> float | None:
     """The wait the server asks for (``retry-after-ms``, ``retry-after`` in seconds or as a date), if sane."""
     if headers is None:
         return None
@@ -174,3 +211,100 @@ def _retry_after(headers: Any) -> float | None:
     if seconds is None or not 0 < seconds <= _MAX_RETRY_AFTER_S:
         return None
     return seconds
+
+
+# -- the sentences a failed call ends with -------------------------------------------------------------
+def status_sentence(status: int, msg: str, retries: int, *, host: str, model: str, redact: Redact) -> str:
+    """An HTTP error status of the server at ``host``, with its own words ``msg``."""
+    msg = redact(msg.strip().rstrip("."))
+    after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
+    if status == 401:
+        return f"The server at {host} refused the API key (401): {msg}. Check OPENAI_API_KEY."
+    if status == 429:
+        return f"Rate limited by {host} (429){after}: {msg}. Wait a moment and run the prompt again."
+    if status >= 500:
+        return f"The model server at {host} failed ({status}){after}: {msg}."
+    if status == 404 and "model" in msg.lower() and "item" not in msg.lower():
+        return (
+            f"The server at {host} does not know the model {model!r} (404): {msg}. "
+            'Set %config Shiro.model = "..." (or SHIRO_MODEL).'
+        )
+    return f"The model server rejected the request ({status}): {msg}."
+
+
+def broken_sentence(exc: Exception, *, host: str, timeout: float, shown: bool, tried: str, redact: Redact) -> str:
+    """A connection that failed, a stream that broke or went quiet (``shown``: after something of the
+    answer arrived; ``tried``: how often, in how long)."""
+    if isinstance(exc, StreamError):
+        return redact(f"The model failed mid-answer: {exc.message.strip().rstrip('.')}.")
+    if isinstance(exc, Idle) and shown:
+        return (
+            f"The model server at {host} stopped sending in the middle of the answer (nothing for "
+            f"{exc.seconds:g} s); what arrived is kept, run the prompt again to continue."
+        )
+    if isinstance(exc, Idle) or timed_out(exc):
+        how = "sent only keep-alives" if isinstance(exc, Idle) and exc.keepalives else "sent nothing"
+        return (
+            f"The model server at {host} did not answer within {timeout:g} s "
+            f"({how}; {tried}); check the server, or raise %config Shiro.timeout_s."
+        )
+    if shown:
+        return redact(
+            f"The connection to {host} broke in the middle of the answer ({_cause(exc)}); "
+            "what arrived is kept, run the prompt again to continue."
+        )
+    if isinstance(exc, StreamBroken):
+        return redact(f"The model server at {host} ended the answer before anything arrived ({_cause(exc)}; {tried}).")
+    return redact(
+        f"Could not reach the model server at {host} ({_cause(exc)}; {tried}): check that it is "
+        "running and that Shiro.base_url / OPENAI_BASE_URL point at it."
+    )
+
+
+def not_api_sentence(exc: NotAPI, *, host: str) -> str:
+    """An answer that is not the API's: what came, and which base URL to check."""
+    text = exc.head.decode("utf-8", "replace")
+    ctype = exc.content_type.split(";")[0].strip()
+    if "html" in ctype or _looks_like_html(text):
+        title = _html_title(text)
+        what = f"an HTML page ({title})" if title else "an HTML page"
+    elif text.strip():
+        kind = f"a body of type {ctype}" if ctype else "a body"
+        what = f"{kind} that is not the API's ({' '.join(text.split())[:80]})"
+    else:
+        what = f"an empty {ctype + ' ' if ctype else ''}body"
+    return (
+        f"The server at {host} answered HTTP {exc.status} with {what} instead of the model's answer: check "
+        f"that Shiro.base_url / OPENAI_BASE_URL ({host}) is the API's base URL (it usually ends in /v1) "
+        "and that no proxy or login page is in the way."
+    )
+
+
+def _cause(exc: Exception) -> str:
+    cause = exc.__cause__ or exc.__context__
+    text = str(exc) if isinstance(exc, StreamBroken) else (str(cause) if cause else str(exc))
+    return (text or type(exc).__name__).strip().rstrip(".")[:200]
+
+
+__all__ = [
+    "IMAGES_UNSUPPORTED",
+    "ITEM_NOT_FOUND",
+    "RESPONSES_ONLY",
+    "RETRY_STATUSES",
+    "Idle",
+    "NotAPI",
+    "ResponseFailed",
+    "StreamBroken",
+    "StreamError",
+    "broken_sentence",
+    "error_kind",
+    "not_api_sentence",
+    "redact",
+    "retry_after",
+    "safe_url",
+    "server_allows_retry",
+    "server_message",
+    "status_sentence",
+    "timed_out",
+    "url_secrets",
+]

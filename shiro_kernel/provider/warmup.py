@@ -68,11 +68,11 @@ def preconnect(client: Any) -> None:
     try:
         from openai import Omit
 
-        from .client import _response_class
+        from .transport import response_class
 
         client.get(
             "/models",
-            cast_to=_response_class(),  # the SDK's own HTTP response: read, nothing parsed
+            cast_to=response_class(),  # the SDK's own HTTP response: read, nothing parsed
             options={"timeout": PRECONNECT_TIMEOUT_S, "max_retries": 0, "headers": {"Authorization": Omit()}},
         )
     except Exception:  # usually the 401 itself; an unreachable server is reported by the first turn
@@ -92,11 +92,11 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
         return
     try:
         from ..config import environment
-        from .client import _PLACEHOLDER_KEY, shared_client
+        from .client import PLACEHOLDER_KEY, shared_client
 
         env = environment()
         url = (base_url() if base_url is not None else None) or env.base_url
-        key = env.api_key or (_PLACEHOLDER_KEY if url else None)
+        key = env.api_key or (PLACEHOLDER_KEY if url else None)
         if key is not None:
             client = shared_client(key, url)
             _ = client.default_headers  # computes the platform headers once
