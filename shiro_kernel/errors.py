@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .store.ids import short_id
-
 
 class ShiroError(Exception):
     """Base class: ``str(exc)`` is the sentence to show."""
@@ -29,11 +27,12 @@ class RequestError(ShiroError):
 
 
 class Ambiguous(RequestError):
-    """A session id prefix that matches more than one session."""
+    """A session id prefix that matches more than one session; ``shown`` is how each match is shown (its
+    short id), in the order of ``matches``."""
 
-    def __init__(self, prefix: str, matches: list[str]) -> None:
-        shown = ", ".join(short_id(m) for m in matches[:5]) + (", ..." if len(matches) > 5 else "")
-        super().__init__(f'no session matching "{prefix}" (ambiguous: {len(matches)} sessions start with it: {shown})')
+    def __init__(self, prefix: str, matches: list[str], shown: list[str]) -> None:
+        names = ", ".join(shown[:5]) + (", ..." if len(matches) > 5 else "")
+        super().__init__(f'no session matching "{prefix}" (ambiguous: {len(matches)} sessions start with it: {names})')
         self.prefix = prefix
         self.matches = matches
 
@@ -64,11 +63,13 @@ class BundleError(ShiroError):
 
 
 class ProviderError(ShiroError):
-    """A model call that failed for good (after retries)."""
+    """A model call that failed for good (after retries). ``kind`` names a failure the caller can repair
+    (as the ``Error`` event's: ``item_not_found``, ``images_unsupported``)."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, kind: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.kind = kind
 
 
 class MissingKey(ProviderError):

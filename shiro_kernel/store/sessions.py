@@ -284,7 +284,7 @@ class SessionStore:
             return text
         matches = self.index.with_prefix(text.lower())
         if len(matches) > 1:
-            raise Ambiguous(text, matches)
+            raise Ambiguous(text, matches, [short_id(m) for m in matches])
         if not matches:
             raise RequestError(f'no session matching "{prefix}"')
         return matches[0]
