@@ -12,6 +12,11 @@ JSON shape of one message::
         {"type": "tool_call", "callId": "call_1", "name": "python", "arguments": "{...}"}]}
     {"role": "tool", "parts": [
         {"type": "tool_result", "callId": "call_1", "name": "python", "output": "2.0"}]}
+
+A failed tool call's result has ``"isError": true`` (written only when true). A result read without the
+key whose output starts with ``Error:`` (written by an older version) is loaded as failed
+(:data:`LEGACY_ERROR`): whether a result failed is known by :attr:`ToolResultPart.is_error`, never by its
+text.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
+#: older versions let a tool return its failure as text without ``isError``; a result loaded without the
+#: flag whose output starts with this is taken as failed, so every later use reads ``is_error`` alone
+LEGACY_ERROR = "Error:"
 
 
 @dataclass
@@ -195,11 +203,12 @@ def part_from_json(data: Any) -> Part:
     if kind == "tool_call":
         return ToolCallPart(str(data["callId"]), str(data["name"]), str(data.get("arguments", "")), **common)
     if kind == "tool_result":
+        output = str(data.get("output", ""))
         return ToolResultPart(
             str(data["callId"]),
             str(data.get("name", "")),
-            str(data.get("output", "")),
-            bool(data.get("isError", False)),
+            output,
+            bool(data["isError"]) if "isError" in data else output.startswith(LEGACY_ERROR),
             images=[ImageRef.from_json(i) for i in data.get("images") or []],
             **common,
         )

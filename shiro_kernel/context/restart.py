@@ -2,7 +2,7 @@
 them a fresh kernel no longer has, and the recorded code that would make them again (``/rebuild``).
 
 Only what a call's code assigned at the top level counts (assignments, ``for``/``with`` targets,
-imports, ``def``/``class``); a call whose result was an ``Error:`` (refused, failed) is skipped.
+imports, ``def``/``class``); a call whose result failed (``is_error``: refused, failed) is skipped.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def rebuild(
     for number, code in enumerate(blocks, 1):
         call = ToolCallPart(f"rebuild_{number}", "python", json.dumps({"code": code}))
         result = run_tool(tools, call, ctx)
-        if result.is_error or result.output.lstrip().startswith("Error"):
+        if result.is_error:
             failures.append(f"block {number}: {first_line(result.output, 160)}")
     still = {n: lost[n] for n in lost if n not in namespace}
     made = [n for n in lost if n in namespace]
