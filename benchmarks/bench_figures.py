@@ -27,7 +27,7 @@ os.environ["OPENAI_API_KEY"] = "sk-bench"
 from fakeopenai import Call, FakeOpenAI, Reply
 from IPython.core.interactiveshell import InteractiveShell
 
-from shiro_kernel.context import prune
+from shiro_kernel.context import limits
 from shiro_kernel.provider import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.store.assets import AssetStore
@@ -77,11 +77,11 @@ def capture_rows(shell: InteractiveShell) -> list[tuple[str, str]]:
 def session_rows(shell: InteractiveShell) -> list[tuple[str, str]]:
     code = "import matplotlib.pyplot as plt\nplt.plot(range(50), [x * x for x in range(50)]); plt.title('step'); plt.show()"
     rows = []
-    for label, keep in (("newest 3 images on the wire", prune.KEEP_IMAGES), ("every image sent (no cap)", 10_000)):
-        saved = prune.KEEP_IMAGES
-        prune.KEEP_IMAGES = keep
-        limit = prune.limit_images.__defaults__
-        prune.limit_images.__defaults__ = (keep,)
+    for label, keep in (("newest 3 images on the wire", limits.KEEP_IMAGES), ("every image sent (no cap)", 10_000)):
+        saved = limits.KEEP_IMAGES
+        limits.KEEP_IMAGES = keep
+        limit = limits.limit_images.__defaults__
+        limits.limit_images.__defaults__ = (keep,)
         try:
             with FakeOpenAI(validate=False) as fake:
                 fake.enqueue(
@@ -102,8 +102,8 @@ def session_rows(shell: InteractiveShell) -> list[tuple[str, str]]:
                 ).run("plot every step")
                 sizes = [len(r.raw) for r in fake.requests]
         finally:
-            prune.KEEP_IMAGES = saved
-            prune.limit_images.__defaults__ = limit
+            limits.KEEP_IMAGES = saved
+            limits.limit_images.__defaults__ = limit
         rows.append(
             (
                 f"30-plot session, {label}: bytes per request (mean / last)",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context.prune import TokenMeter
+from .context.meter import TokenMeter
 from .events import Usage
 from .store.ids import now_iso, uuid7
 from .tasks import TaskList

@@ -19,15 +19,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from .context import rules
-from .context.prune import (
-    DEFAULT_THRESHOLD,
-    Record,
-    detach_provider_items,
-    limit_images,
-    limit_sizes,
-    prune_to_fit,
-    wire_ready,
-)
+from .context.limits import limit_images, limit_sizes
+from .context.measure import DEFAULT_THRESHOLD
+from .context.meter import Record, wire_ready
+from .context.prune import prune_to_fit
+from .context.rules import detach_provider_items
 from .errors import TurnTimeout
 from .events import (
     Done,

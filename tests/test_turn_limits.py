@@ -16,7 +16,7 @@ from turnutil import KEY, make_turn
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
-from shiro_kernel.context.prune import WIRE_ARGUMENT_CHARS
+from shiro_kernel.context.limits import WIRE_ARGUMENT_CHARS
 from shiro_kernel.events import Notice, TurnEnd
 from shiro_kernel.memory.notes import NoteStore
 from shiro_kernel.tools import ToolContext, all_tools

@@ -1,7 +1,8 @@
 """``/compact``: the model summarises the whole session, and the summary replaces the transcript.
 
-Unlike automatic pruning (:mod:`shiro_kernel.prune`, wire copy only), this replaces the session's
-real message list, so it is irreversible for that session. A failed or empty summary changes nothing.
+Unlike automatic pruning (:mod:`shiro_kernel.context.prune`, wire copy only), this replaces the session's
+real message list, so it is irreversible for that session. A failed or empty summary raises
+:class:`~shiro_kernel.errors.ProviderError` and changes nothing; ``/compact`` shows it.
 """
 
 from __future__ import annotations
@@ -9,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProviderError
-from ..events import Done, Error
 from ..transcript import Message
 from . import rules
-from .prune import DEFAULT_THRESHOLD, detach_provider_items, prune_to_fit
+from .measure import DEFAULT_THRESHOLD
+from .prune import prune_to_fit
 
 #: the seed's /compact system prompt, verbatim
 COMPACT_SYSTEM = (
@@ -29,15 +30,11 @@ def compact_message(before: int, after: int) -> str:
     return f"compacted {before} messages into {after}"
 
 
-def _summarise(provider: Any, messages: list[Message]) -> tuple[str | None, Error | None]:
-    text: str | None = None
-    error: Error | None = None
-    for event in provider.stream(COMPACT_SYSTEM, messages, [], None):
-        if isinstance(event, Done):
-            text = event.message.text
-        elif isinstance(event, Error):
-            error = event
-    return text, error
+def _summarise(provider: Any, messages: list[Message]) -> str:
+    """The model's summary of ``messages``; its failure raised as :class:`ProviderError`."""
+    from ..provider.client import answer
+
+    return answer(provider.stream(COMPACT_SYSTEM, messages, [], None)).text
 
 
 def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THRESHOLD) -> tuple[int, int]:
@@ -51,12 +48,13 @@ def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THR
     settings = getattr(provider, "settings", None)
     wire, _ = rules.check_and_repair(session.messages, store=bool(getattr(settings, "store", True)), keep_pending=False)
     wire = prune_to_fit(wire, threshold).messages  # a history past the threshold would not fit the model
-    text, error = _summarise(provider, wire)
-    if error is not None and error.kind == "item_not_found":
-        text, error = _summarise(provider, detach_provider_items(wire))  # the provider lost a stored item
-    if error is not None:
-        raise ProviderError(error.message, error.status)
-    if not text or not text.strip():
+    try:
+        text = _summarise(provider, wire)
+    except ProviderError as exc:
+        if exc.kind != "item_not_found":
+            raise
+        text = _summarise(provider, rules.detach_provider_items(wire))  # the provider lost a stored item
+    if not text.strip():
         raise ProviderError(EMPTY_SUMMARY)
     session.messages[:] = [Message.user(SUMMARY_PREFIX + text.strip())]
     changed = getattr(session, "changed", None)

@@ -1,34 +1,41 @@
-"""One validator for every outgoing request: the provider's history rules, enforced and repaired.
+"""The provider's history rules, in one place: checked, repaired, and read by pruning.
 
-:func:`check_and_repair` runs before each model call (and on resume). A healthy history costs one
-pass and comes back as the SAME list object (no copying); otherwise the repaired copy comes back
-with one readable line per repair. Rules:
+The rules every outgoing request obeys:
 
-* every tool result has its call earlier in the history — else the result is dropped
-  (``No tool call found for function call output`` otherwise);
-* every call has a result — except the pending approval: calls of the last assistant message with
-  nothing after them but their own partial results. Any other unanswered call gets the result
-  ``Error: this call was never answered (repaired)`` (``No tool output found`` otherwise);
-* reasoning/message pairing: an assistant message whose reasoning item lost its id, or whose
-  reasoning id is stale, is sent inline (all its ids detached) — a stored message item refers to
-  its reasoning item (``provided without its required 'reasoning' item`` otherwise);
-* store off: no ids, except on reasoning that carries encrypted content (replayable inline);
-* stale references: with ``known_ids`` given, any id not in it is detached (a 404 otherwise).
+* **calls and results**: every tool result has its call earlier in the history — else the result is
+  dropped (``No tool call found for function call output`` otherwise); every call has a result — except
+  the pending approval: calls of the last assistant message with nothing after them but their own
+  partial results. Any other unanswered call gets the result ``Error: this call was never answered
+  (repaired)`` (``No tool output found`` otherwise);
+* **reasoning/message pairing** (:func:`breaks_pairing`): an assistant message whose reasoning item lost
+  its id, or whose reasoning id is going, is sent inline (all its ids detached) — a stored message item
+  refers to its reasoning item (``provided without its required 'reasoning' item`` otherwise);
+* **store off** (:func:`needs_store`): no ids, except on reasoning that carries encrypted content
+  (replayable inline);
+* **stale references**: with ``known_ids`` given, any id not in it is detached (a 404 otherwise).
 
-Nothing given is mutated; repaired messages and parts are copies.
+:class:`HistoryCheck` reads a history message by message and says which rule it breaks: the validator
+(:func:`check_and_repair`) runs it over the whole history, the session's meter
+(:mod:`~shiro_kernel.context.meter`) over the messages new since the last step. A healthy history costs
+that one pass and comes back as the SAME list object (no copying); otherwise the repaired copy comes back
+with one readable line per repair. :func:`answered_only` is the results rule as pruning's plan and the
+repair apply it, :func:`detach_provider_items` the all-inline form of a history (a pruned request, the
+404 repair). Nothing given is mutated; repaired messages and parts are copies.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 
-from ..transcript import Message, Part, ReasoningPart, ToolCallPart, ToolResultPart
+from ..transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 
 NEVER_ANSWERED = "Error: this call was never answered (repaired)"
 #: repairs starting with this are routine normalisation (the wire does the same), not worth a warning
 ROUTINE = "store is off:"
 
 
+# -- the rules, one function each ----------------------------------------------------------------------
 def answered_only(parts: list[Part], calls: set[str]) -> list[Part]:
     """The rule every request obeys — a tool result needs its call earlier in the history: ``parts``
     (one message's, in history order) without the results whose call is not in ``calls``, after this
@@ -44,8 +51,24 @@ def answered_only(parts: list[Part], calls: set[str]) -> list[Part]:
     return [p for p in parts if not (isinstance(p, ToolResultPart) and p.call_id not in calls)]
 
 
-def _keeps_id_without_store(part: Part) -> bool:
-    return isinstance(part, ReasoningPart) and bool(part.encrypted)
+def needs_store(part: Part) -> bool:
+    """Whether ``part``'s item id can go out only while the provider stores items: every id but that of a
+    reasoning item carrying its encrypted content (replayable inline)."""
+    return not (isinstance(part, ReasoningPart) and bool(part.encrypted))
+
+
+def breaks_pairing(message: Message, gone: Collection[int] = ()) -> bool:
+    """The reasoning/message pairing rule, broken: an assistant message keeps an id on a part other than
+    reasoning while one of its reasoning parts has no id, or is losing it (the part indices in ``gone``)."""
+    if message.role != "assistant":
+        return False
+    lost = other = False
+    for i, p in enumerate(message.parts):
+        if isinstance(p, ReasoningPart):
+            lost = lost or p.item_id is None or i in gone
+        elif p.item_id is not None and i not in gone:
+            other = True
+    return lost and other
 
 
 def pending_calls(messages: list[Message]) -> list[ToolCallPart]:
@@ -65,71 +88,73 @@ def pending_calls(messages: list[Message]) -> list[ToolCallPart]:
     return [c for c in calls if c.call_id not in answered]
 
 
-def _pending_ids(messages: list[Message], unanswered: set[str]) -> set[str]:
-    return {c.call_id for c in pending_calls(messages)} & unanswered
+# -- what a history breaks -------------------------------------------------------------------------------
+class HistoryCheck:
+    """The rules read over a history, message by message (:meth:`read` again with the messages a history
+    grew by): the calls and the results seen, and which rule something broke.
 
+    ``orphan``: a result came before its call; ``drops``: one whose call is not even later in its own
+    message (:func:`answered_only` would drop it); ``unpaired``: :func:`breaks_pairing`; ``store_only``:
+    an id for which :func:`needs_store`; ``stale``: an id not in ``known_ids`` (when given)."""
 
-def _ids_to_detach(message: Message, *, store: bool, known_ids: set[str] | None) -> tuple[list[int], int, int, bool]:
-    """Indices of parts whose id must go, with counts (store-off, stale) and whether the pairing
-    rule detached the whole message."""
-    store_off = stale = 0
-    drop: set[int] = set()
-    for i, p in enumerate(message.parts):
-        if p.item_id is None:
-            continue
-        if not store and not _keeps_id_without_store(p):
-            drop.add(i)
-            store_off += 1
-        elif known_ids is not None and p.item_id not in known_ids:
-            drop.add(i)
-            stale += 1
-    pairing = False
-    if message.role == "assistant":
-        reasoning = [i for i, p in enumerate(message.parts) if isinstance(p, ReasoningPart)]
-        lost = any(message.parts[i].item_id is None or i in drop for i in reasoning)
-        others = [
-            i
-            for i, p in enumerate(message.parts)
-            if p.item_id is not None and i not in drop and not isinstance(p, ReasoningPart)
-        ]
-        if lost and others:
-            drop.update(i for i, p in enumerate(message.parts) if p.item_id is not None)
-            pairing = True
-    return sorted(drop), store_off, stale, pairing
+    __slots__ = ("answered", "calls", "drops", "known_ids", "orphan", "stale", "store_only", "unpaired")
+
+    def __init__(self, known_ids: set[str] | None = None) -> None:
+        self.known_ids = known_ids
+        self.calls: set[str] = set()
+        self.answered: set[str] = set()
+        self.orphan = self.drops = self.unpaired = self.store_only = self.stale = False
+
+    def read(self, messages: Iterable[Message]) -> HistoryCheck:
+        calls, answered, known = self.calls, self.answered, self.known_ids
+        store_only, stale = self.store_only, self.stale
+        for m in messages:
+            early = lost = False
+            for p in m.parts:
+                kind = type(p)
+                if kind is ToolCallPart:
+                    calls.add(p.call_id)  # type: ignore[union-attr]
+                elif kind is ToolResultPart:
+                    if p.call_id not in calls:  # type: ignore[union-attr]
+                        early = True
+                    answered.add(p.call_id)  # type: ignore[union-attr]
+                item_id = p.item_id
+                if item_id is None:
+                    if kind is ReasoningPart:
+                        lost = True  # the pairing rule can only break in a message with such a part
+                elif not store_only or known is not None:
+                    store_only = store_only or needs_store(p)
+                    if known is not None and item_id not in known:
+                        stale = True
+            if early:
+                self.orphan = True
+                self.drops = self.drops or len(answered_only(m.parts, calls)) < len(m.parts)
+            if lost and breaks_pairing(m):
+                self.unpaired = True
+        self.store_only, self.stale = store_only, stale
+        return self
+
+    def healthy(self, store: bool, answered: bool = False) -> bool:
+        """No rule broken but, perhaps, calls without results (none either, with ``answered``)."""
+        if self.orphan or self.unpaired or self.stale or (self.store_only and not store):
+            return False
+        return not answered or len(self.answered) == len(self.calls)
 
 
 def _healthy(messages: list[Message], *, store: bool, known_ids: set[str] | None, keep_pending: bool) -> bool:
     """One pass, no copies: does any rule need a repair?"""
-    calls: set[str] = set()
-    answered: set[str] = set()
-    for m in messages:
-        reasoning_lost = False
-        sibling_id = False
-        for p in m.parts:
-            kind = type(p)
-            if kind is ToolCallPart:
-                calls.add(p.call_id)  # type: ignore[union-attr]
-            elif kind is ToolResultPart:
-                if p.call_id not in calls:  # type: ignore[union-attr]
-                    return False
-                answered.add(p.call_id)  # type: ignore[union-attr]
-            item_id = p.item_id
-            if kind is ReasoningPart:
-                if item_id is None:
-                    reasoning_lost = True
-            elif item_id is not None:
-                sibling_id = True
-            if item_id is not None:
-                if not store and not _keeps_id_without_store(p):
-                    return False
-                if known_ids is not None and item_id not in known_ids:
-                    return False
-        if reasoning_lost and sibling_id and m.role == "assistant":
-            return False
-    unanswered = calls - answered
+    check = HistoryCheck(known_ids).read(messages)
+    if not check.healthy(store):
+        return False
+    unanswered = check.calls - check.answered
     return not (unanswered and (not keep_pending or unanswered - _pending_ids(messages, unanswered)))
 
 
+def _pending_ids(messages: list[Message], unanswered: set[str]) -> set[str]:
+    return {c.call_id for c in pending_calls(messages)} & unanswered
+
+
+# -- the repairs ---------------------------------------------------------------------------------------
 def check_and_repair(
     messages: list[Message], *, store: bool, known_ids: set[str] | None = None, keep_pending: bool = True
 ) -> tuple[list[Message], list[str]]:
@@ -140,8 +165,14 @@ def check_and_repair(
     if _healthy(messages, store=store, known_ids=known_ids, keep_pending=keep_pending):
         return messages, []
     repairs: list[str] = []
+    out = _drop_orphaned_results(messages, repairs)
+    out = _answer_unanswered(out, keep_pending, repairs)
+    out = _detach_ids(out, store, known_ids, repairs)
+    return out, repairs
 
-    # 1. results without their call
+
+def _drop_orphaned_results(messages: list[Message], repairs: list[str]) -> list[Message]:
+    """1. results without their call, dropped (and a message left empty by that)."""
     calls: set[str] = set()
     out: list[Message] = []
     for m in messages:
@@ -155,57 +186,74 @@ def check_and_repair(
                 repairs.append(f"dropped a tool result whose call is missing ({p.name}, {p.call_id})")
         if kept:
             out.append(Message(m.role, kept))
+    return out
 
-    # 2. calls without their result
+
+def _answer_unanswered(out: list[Message], keep_pending: bool, repairs: list[str]) -> list[Message]:
+    """2. calls without their result (but the pending approval's, with ``keep_pending``), answered."""
     answered = {p.call_id for m in out for p in m.parts if isinstance(p, ToolResultPart)}
     unanswered = {p.call_id for m in out for p in m.parts if isinstance(p, ToolCallPart)} - answered
-    if unanswered:
-        pending = _pending_ids(out, unanswered) if keep_pending else set()
-        fix = unanswered - pending
-        if fix:
-            fixed: list[Message] = []
-            i = 0
-            while i < len(out):
-                m = out[i]
-                fixed.append(m)
-                missing = [c for c in m.parts if isinstance(c, ToolCallPart) and c.call_id in fix]
-                i += 1
-                if not missing:
-                    continue
-                results: list[Part] = [
-                    ToolResultPart(c.call_id, c.name, NEVER_ANSWERED, is_error=True) for c in missing
-                ]
-                for c in missing:
-                    repairs.append(f"answered a call that never got a result ({c.name}, {c.call_id})")
-                if i < len(out) and out[i].role == "tool":  # this message's own results: add to them
-                    fixed.append(Message("tool", list(out[i].parts) + results))
-                    i += 1
-                else:
-                    fixed.append(Message("tool", results))
-            out = fixed
+    if not unanswered:
+        return out
+    fix = unanswered - (_pending_ids(out, unanswered) if keep_pending else set())
+    if not fix:
+        return out
+    fixed: list[Message] = []
+    i = 0
+    while i < len(out):
+        m = out[i]
+        fixed.append(m)
+        missing = [c for c in m.parts if isinstance(c, ToolCallPart) and c.call_id in fix]
+        i += 1
+        if not missing:
+            continue
+        results: list[Part] = [ToolResultPart(c.call_id, c.name, NEVER_ANSWERED, is_error=True) for c in missing]
+        for c in missing:
+            repairs.append(f"answered a call that never got a result ({c.name}, {c.call_id})")
+        if i < len(out) and out[i].role == "tool":  # this message's own results: add to them
+            fixed.append(Message("tool", list(out[i].parts) + results))
+            i += 1
+        else:
+            fixed.append(Message("tool", results))
+    return fixed
 
-    # 3. ids: store off, stale references, reasoning/message pairing
+
+def _ids_to_detach(message: Message, *, store: bool, known_ids: set[str] | None) -> tuple[set[int], int, int, bool]:
+    """Indices of parts whose id must go, with counts (store-off, stale) and whether the pairing
+    rule detached the whole message."""
+    store_off = stale = 0
+    drop: set[int] = set()
+    for i, p in enumerate(message.parts):
+        if p.item_id is None:
+            continue
+        if not store and needs_store(p):
+            drop.add(i)
+            store_off += 1
+        elif known_ids is not None and p.item_id not in known_ids:
+            drop.add(i)
+            stale += 1
+    pairing = breaks_pairing(message, drop)
+    if pairing:
+        drop.update(i for i, p in enumerate(message.parts) if p.item_id is not None)
+    return drop, store_off, stale, pairing
+
+
+def _detach_ids(out: list[Message], store: bool, known_ids: set[str] | None, repairs: list[str]) -> list[Message]:
+    """3. ids: store off, stale references, reasoning/message pairing."""
     store_off = stale = paired = 0
     with_ids: list[Message] = []
     for m in out:
-        drop, n_off, n_stale, pairing = (
-            _ids_to_detach(m, store=store, known_ids=known_ids)
-            if any(p.item_id is not None for p in m.parts)
-            else ([], 0, 0, False)
-        )
+        if not any(p.item_id is not None for p in m.parts):
+            with_ids.append(m)
+            continue
+        drop, n_off, n_stale, pairing = _ids_to_detach(m, store=store, known_ids=known_ids)
         if not drop:
             with_ids.append(m)
             continue
         store_off += n_off
         stale += n_stale
         paired += pairing
-        gone = set(drop)
-        with_ids.append(
-            Message(
-                m.role, [replace(p, item_id=None, meta=dict(p.meta)) if i in gone else p for i, p in enumerate(m.parts)]
-            )
-        )
-    out = with_ids
+        with_ids.append(Message(m.role, [detached(p) if i in drop else p for i, p in enumerate(m.parts)]))
     if store_off:
         repairs.append(f"{ROUTINE} sent {store_off} stored item id{'s' if store_off != 1 else ''} inline")
     if stale:
@@ -214,7 +262,7 @@ def check_and_repair(
         repairs.append(
             f"sent {paired} assistant message{'s' if paired != 1 else ''} inline: its reasoning item is missing"
         )
-    return out, repairs
+    return with_ids
 
 
 def notable(repairs: list[str]) -> list[str]:
@@ -222,4 +270,46 @@ def notable(repairs: list[str]) -> list[str]:
     return [r for r in repairs if not r.startswith(ROUTINE)]
 
 
-__all__ = ["NEVER_ANSWERED", "ROUTINE", "answered_only", "check_and_repair", "notable", "pending_calls"]
+# -- all inline --------------------------------------------------------------------------------------
+_PLAIN_PARTS = (TextPart, ReasoningPart, ToolCallPart, ToolResultPart)
+
+
+def detached(part: Part) -> Part:
+    """A copy of ``part`` without its item id (``meta`` copied too); the part itself without one."""
+    if part.item_id is None:
+        return part
+    if type(part) in _PLAIN_PARTS:  # the project's own dataclasses: what ``replace`` would build, faster
+        copy = object.__new__(type(part))
+        copy.__dict__.update(part.__dict__)
+        copy.item_id = None
+        copy.meta = dict(part.meta)
+        return copy
+    return replace(part, item_id=None, meta=dict(part.meta))
+
+
+def detach_provider_items(messages: list[Message]) -> list[Message]:
+    """Copies of the messages with every provider item id stripped (so all of it goes inline).
+
+    Messages with no id are passed through as they are; nothing given is mutated."""
+    out: list[Message] = []
+    for m in messages:
+        if any(p.item_id is not None for p in m.parts):
+            out.append(Message(m.role, [detached(p) for p in m.parts]))
+        else:
+            out.append(m)
+    return out
+
+
+__all__ = [
+    "NEVER_ANSWERED",
+    "ROUTINE",
+    "HistoryCheck",
+    "answered_only",
+    "breaks_pairing",
+    "check_and_repair",
+    "detach_provider_items",
+    "detached",
+    "needs_store",
+    "notable",
+    "pending_calls",
+]

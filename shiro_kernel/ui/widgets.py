@@ -19,10 +19,10 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..context.prune import meter_label
 from ..events import Event, Notice, StepStart, ToolEnd, TurnEnd
 from ..tasks import MARKERS, progress_bar
 from ..text import one_line
+from .meter import meter_label
 from .outputs import TURN_OUTPUT_BYTES, within_budget
 from .render import Throttle, ToolRow, TurnLog, entry_html
 

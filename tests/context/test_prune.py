@@ -10,22 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from shiro_kernel.context.prune import (
-    LADDER,
-    WIRE_RESULT_CHARS,
-    TokenMeter,
-    detach_provider_items,
-    estimate_tokens,
-    keep_tail,
-    limit_images,
-    limit_sizes,
-    meter_label,
-    percent,
-    prune_to_fit,
-    pruned_digest,
-    wire_ready,
-)
-from shiro_kernel.context.rules import answered_only, check_and_repair, pending_calls
+from shiro_kernel.context.digest import pruned_digest
+from shiro_kernel.context.limits import WIRE_RESULT_CHARS, limit_images, limit_sizes
+from shiro_kernel.context.measure import estimate_tokens, percent
+from shiro_kernel.context.meter import TokenMeter, wire_ready
+from shiro_kernel.context.prune import LADDER, keep_tail, prune_to_fit
+from shiro_kernel.context.rules import answered_only, check_and_repair, detach_provider_items, pending_calls
 from shiro_kernel.transcript import (
     Message,
     ReasoningPart,
@@ -34,6 +24,7 @@ from shiro_kernel.transcript import (
     ToolResultPart,
     messages_to_json,
 )
+from shiro_kernel.ui.meter import meter_label
 
 
 # -- builders -------------------------------------------------------------------------------------
