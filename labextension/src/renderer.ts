@@ -3,8 +3,12 @@
  * Markdown through JupyterLab's own markdown renderer, tool rows as `<details>` (the call's code with
  * its line breaks, then its text output), what each call displayed (figures, DataFrames, Plotly...)
  * under its row through JupyterLab's own renderers, notices, the task list with the seed's bar, and
- * the footer. Safe: every string goes in as text, and Markdown and HTML are sanitized when the
- * notebook is not trusted.
+ * the footer.
+ *
+ * Safe whatever the notebook's trust: the model's text (answer, tool rows, notices, errors) is never
+ * trusted. Every string goes in as text, and the answer's Markdown is rendered untrusted (JupyterLab's
+ * sanitizer) and then made inert (./sanitize.ts: script URLs, command links). Only what the user's
+ * approved code displayed (`drawableOutputs`) is drawn with the cell's trust, as a cell output is.
  */
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
@@ -23,6 +27,7 @@ import {
   taskBar,
   toolLine
 } from './format';
+import { neutralise } from './sanitize';
 
 /**
  * Ranks: lower wins. HTML is 50, Markdown 60, the ipywidgets view -10. A finished turn's output
@@ -68,7 +73,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
       if (entry.type === 'text') {
         const host = el('div', 'shiro-text');
         this.node.appendChild(host);
-        pending.push(this.markdown(host, entry.text, model.trusted));
+        pending.push(this.markdown(host, entry.text));
       } else if (entry.type === 'tool') {
         this.node.appendChild(toolRow(entry));
         for (const output of drawableOutputs(entry)) {
@@ -121,13 +126,14 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     }
   }
 
-  private async markdown(host: HTMLElement, source: string, trusted: boolean): Promise<void> {
+  /** The model's Markdown: untrusted, whatever the notebook's trust, then made inert. */
+  private async markdown(host: HTMLElement, source: string): Promise<void> {
     const o = this.options;
     try {
       await renderMarkdown({
         host,
         source: source.trim(),
-        trusted,
+        trusted: false,
         sanitizer: o.sanitizer,
         resolver: o.resolver,
         linkHandler: o.linkHandler,
@@ -136,6 +142,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         shouldTypeset: this.isAttached,
         translator: o.translator
       });
+      neutralise(host);
     } catch {
       host.textContent = source; // never lose the answer to a renderer problem
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 #: all the outputs of one turn kept in the saved notebook, at most (per rendering)
@@ -89,7 +90,7 @@ def to_html(output: dict[str, Any]) -> str:
     for mime in _IMAGES:
         if mime in data:
             return (
-                f'<img class="shiro-output" src="data:{mime};base64,{_b64(data[mime])}" '
+                f'<img class="shiro-output" src="data:{mime};base64,{html.escape(_b64(data[mime]), quote=True)}" '
                 f'style="max-width:100%" alt="{html.escape(describe(output), quote=True)}"/>'
             )
     if "image/svg+xml" in data:
@@ -104,13 +105,18 @@ def to_html(output: dict[str, Any]) -> str:
 
 
 def to_markdown(output: dict[str, Any]) -> str:
+    """An output as Markdown: an image, the Markdown it displayed (as a cell would show it), or its plain
+    text as inline code that holds no markup (plain text is text, whatever characters it holds)."""
+    from .render import md_code
+
     data = output.get("data") or {}
     for mime in _IMAGES:
         if mime in data:
-            return f"![{describe(output).strip('[]')}](data:{mime};base64,{_b64(data[mime])})"
+            alt = re.sub(r"[\[\]<>\\`]", "", describe(output).strip("[]"))
+            return f"![{alt}](data:{mime};base64,{re.sub(r'[^A-Za-z0-9+/=]', '', _b64(data[mime]))})"
     if "text/markdown" in data:
         return _b64(data["text/markdown"])
-    return f"`{describe(output)}`"
+    return md_code(describe(output))
 
 
 __all__ = ["TURN_OUTPUT_BYTES", "describe", "to_html", "to_markdown", "within_budget"]

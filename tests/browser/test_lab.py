@@ -11,10 +11,10 @@ from typing import Any
 
 import nbformat
 import pytest
-from conftest import ARTIFACTS, KEY, Lab  # tests/browser/conftest.py (its folder is on sys.path)
+from conftest import KEY, Lab  # tests/browser/conftest.py (its folder is on sys.path)
 from fakeopenai import Call, Reply
+from labutil import cell_output, kernel_print, open_notebook, save_notebook, shot, write_notebook
 from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_notebook
 
 TODOS = [
     {"content": "load the sales", "status": "done"},
@@ -25,50 +25,6 @@ TODOS = [
 pytestmark = pytest.mark.timeout(150)
 
 BAR = f"tasks {'#' * 10}{'.' * 30} 1/4  1 blocked"
-
-
-def write_notebook(path: Path, sources: list[str]) -> nbformat.NotebookNode:
-    nb = new_notebook(cells=[new_code_cell(s) for s in sources])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-    return nb
-
-
-def open_notebook(page: Any, lab: Lab, name: str) -> None:
-    """Open ``name`` in JupyterLab and wait until its kernel is idle."""
-    page.goto(f"{lab.url}/lab/tree/{name}?reset")  # ?reset: no tabs restored from an earlier test
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_function(
-        """name => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-                   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-                   return !!k && k.status === 'idle' && w.context.path === name; }""",
-        arg=name,
-        timeout=60_000,
-    )
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def kernel_print(page: Any, expression: str) -> str:
-    """What ``print(expression)`` shows in the open notebook's kernel (run silently, outside any cell)."""
-    return str(
-        page.evaluate(
-            """async code => {
-        const k = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
-        let out = '';
-        const f = k.requestExecute({code, silent: true, store_history: false});
-        f.onIOPub = m => { if (m.header.msg_type === 'stream') out += m.content.text; };
-        await f.done; return out; }""",
-            f"print({expression})",
-        )
-    )
-
-
-def cell_output(page: Any, index: int) -> Any:
-    return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
 
 
 def test_saved_turn_renders_without_its_kernel(lab: Lab, page: Any) -> None:
@@ -252,8 +208,7 @@ def test_figures_show_under_their_row_live_and_after_reopening(lab: Lab, page: A
     next_cell = cell_output(page, 3)
     next_cell.get_by_text("next cell").wait_for(timeout=30_000)
     assert next_cell.locator("img").count() == 0
-    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+    save_notebook(page)
     saved = nbformat.read(lab.root / "figures.ipynb", as_version=4)
     bundles = [
         o["data"]["application/vnd.shiro.turn+json"]
