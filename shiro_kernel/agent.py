@@ -368,7 +368,10 @@ class Agent:
             propose=propose,
             abort=self.abort,
             image_max_px=self.config.image_max_px,
-            extras={"tasks": self.tasks, "notes": notes, "memories": memories, "provenance": provenance},
+            tasks=self.tasks,
+            notes=notes,
+            memories=memories,
+            provenance=provenance,
         )
         approval = self.config.approval
         # memory is read once, at the start of the turn; the task list is re-read on every step

@@ -223,7 +223,7 @@ def test_a_thousand_malformed_tool_calls_never_crash(tmp_path):
     tools = all_tools()
     names = [*tools, "no_such_tool", ""]
     errors, started = 0, time.perf_counter()
-    ctx = ToolContext(root=tmp_path, extras={})
+    ctx = ToolContext(root=tmp_path)
     for i in range(1000):
         call = ToolCallPart(f"call_{i}", rng.choice(names), _junk(rng))
         result = run_tool(tools, call, ctx)
@@ -249,7 +249,7 @@ def test_path_and_name_escapes_are_refused_everywhere(tmp_path):
     (root / "link").symlink_to(outside)
     tools = all_tools()
     memories = MemoryStore.for_project(root)
-    ctx = ToolContext(root=root, extras={"memories": memories, "notes": None})
+    ctx = ToolContext(root=root, memories=memories)
     attempts = {
         "read_file": [{"path": p} for p in ("../secret.txt", str(outside), "link", "~/x", "a/../../secret.txt")],
         "write_file": [{"path": p, "content": "x"} for p in ("../evil.txt", str(tmp_path / "evil2.txt"), "link")],
@@ -790,7 +790,7 @@ def test_memory_names_that_would_forge_an_index_line_are_refused(tmp_path):
     root = tmp_path / "proj"
     root.mkdir()
     memories = MemoryStore.for_project(root)
-    ctx = ToolContext(root=root, extras={"memories": memories})
+    ctx = ToolContext(root=root, memories=memories)
     tools = all_tools()
     run_tool(
         tools,

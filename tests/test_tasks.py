@@ -21,7 +21,7 @@ FOUR = [
 
 
 def call(tasks: TaskList | None, todos: object) -> tuple[str, bool]:
-    ctx = ToolContext(root=Path.cwd(), extras={} if tasks is None else {"tasks": tasks})
+    ctx = ToolContext(root=Path.cwd(), tasks=tasks)
     part = ToolCallPart("c1", "todo_write", json.dumps({"todos": todos}))
     result = run_tool({t.name: t for t in TOOLS}, part, ctx)
     return result.output, result.is_error

@@ -271,7 +271,9 @@ class McpLink:
             shell=agent.shell,
             notebook_path=agent.notebook,
             image_max_px=agent.config.image_max_px,
-            extras={"tasks": agent.tasks, "notes": agent.notes(), "memories": memories, "provenance": {}},
+            tasks=agent.tasks,
+            notes=agent.notes(),
+            memories=memories,
         )
 
     def _run_on_main(self, job: Callable[[], Any]) -> Any:

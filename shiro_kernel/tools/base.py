@@ -13,9 +13,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ToolError
+
+if TYPE_CHECKING:
+    from ..memory.named import MemoryStore
+    from ..memory.notes import NoteStore
+    from ..tasks import TaskList
 
 __all__ = ["MAX_RESULT_CHARS", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
 
@@ -52,8 +57,14 @@ class ToolContext:
     notebook_path: Path | None = None
     #: called by ``propose_cell`` with the code to offer as a new cell below
     propose: Callable[[str], None] | None = None
-    #: extra state later tools need (task list, memory stores ...), keyed by name
-    extras: dict[str, Any] = field(default_factory=dict)
+    #: the session's task list (``todo_write``); None where there is no session
+    tasks: TaskList | None = None
+    #: the project's notes (``remember``/``recall``/``forget``); None under ``--no-memory``
+    notes: NoteStore | None = None
+    #: the named memories (``memory_read``/``memory_write``); None under ``--no-memory``
+    memories: MemoryStore | None = None
+    #: where a remembered note came from (session, notebook, cell, git commit)
+    provenance: dict[str, Any] | None = None
     #: set when the user stops the turn: a long-running tool checks it and gives up early
     abort: threading.Event | None = None
     #: a one-line progress report for the running call's row in the live view (e.g. "3/10 files")
@@ -65,7 +76,7 @@ class ToolContext:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.
 
         Symlinks are followed, so a link pointing out of the project is refused too. The session's two
-        memory scope folders (``extras["memories"]``: its ``project_dir`` and ``system_dir``, where
+        memory scope folders (:attr:`memories`: its ``project_dir`` and ``system_dir``, where
         ``memory_write`` says it wrote) are open too, for the files right in them, with the same checks
         and no ``..``: not the folders themselves, another project's memories or the dot-files there.
         """
@@ -88,12 +99,10 @@ class ToolContext:
     def _memory_folders(self) -> tuple[Path | None, Path | None]:
         """The session's memory scope folders (project, system), symlinks resolved; (None, None) without
         a memory store (``--no-memory``)."""
-        store = self.extras.get("memories")
-        out = []
-        for attr in ("project_dir", "system_dir"):
-            folder = getattr(store, attr, None)
-            out.append(Path(os.path.realpath(folder)) if isinstance(folder, (str, Path)) and str(folder) else None)
-        return out[0], out[1]
+        store = self.memories
+        if store is None:
+            return None, None
+        return Path(os.path.realpath(store.project_dir)), Path(os.path.realpath(store.system_dir))
 
     def _in_memory_folder(self, real: Path) -> bool:
         """A file right in one of the session's memory scope folders. Not a folder (a walk of the system

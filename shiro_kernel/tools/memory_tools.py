@@ -1,9 +1,9 @@
 """The memory tools: ``remember``, ``recall``, ``forget`` (project notes, seed shiro-neko) and
 ``memory_read``, ``memory_write`` (named memories, seed samagotchi).
 
-The stores come from ``ctx.extras``: ``"notes"`` (a :class:`~shiro_kernel.notes.NoteStore`, or None
-under ``--no-memory``), ``"memories"`` (a :class:`~shiro_kernel.memories.MemoryStore`, or None) and
-``"provenance"`` (an optional dict recorded with each remembered note). None of these tools touch
+The stores come from the tool context: ``ctx.notes`` (a :class:`~shiro_kernel.memory.notes.NoteStore`, or
+None under ``--no-memory``), ``ctx.memories`` (a :class:`~shiro_kernel.memory.named.MemoryStore`, or None)
+and ``ctx.provenance`` (an optional dict recorded with each remembered note). None of these tools touch
 the user's files, but ``remember``, ``forget`` and ``memory_write`` change what every later session is
 told (a prompt injection in a data file could otherwise plant a lasting instruction), so they ask for
 approval like ``write_file`` (``mutates=True``; refused under "read-only"); ``recall`` and
@@ -23,25 +23,23 @@ from .base import Tool, ToolContext, ToolError, schema
 
 
 def _notes(ctx: ToolContext) -> NoteStore:
-    store = ctx.extras.get("notes")
-    if not isinstance(store, NoteStore):
+    store = ctx.notes
+    if store is None:
         raise ToolError(DISABLED)
     return store
 
 
 def _memories(ctx: ToolContext) -> MemoryStore:
-    store = ctx.extras.get("memories")
-    if not isinstance(store, MemoryStore):
+    store = ctx.memories
+    if store is None:
         raise ToolError(DISABLED)
     return store
 
 
 def _remember(args: dict[str, Any], ctx: ToolContext) -> str:
     text = args.get("text") or ""
-    provenance = ctx.extras.get("provenance")
-    added = _notes(ctx).add(
-        args.get("kind") or "", text, source=dict(provenance) if isinstance(provenance, dict) else None
-    )
+    provenance = ctx.provenance
+    added = _notes(ctx).add(args.get("kind") or "", text, source=dict(provenance) if provenance else None)
     if added.entry is None:
         return f"Already recorded: {text.strip()}"
     line = f"Remembered as {added.entry['kind']} ({added.stored} stored): {added.entry['text']}"

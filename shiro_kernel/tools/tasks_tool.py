@@ -1,6 +1,6 @@
 """``todo_write``: the agent's task list (the seed's exact schema, description and result text).
 
-The list lives in ``ctx.extras["tasks"]`` (a :class:`shiro_kernel.tasks.TaskList`); the tool replaces
+The list lives in ``ctx.tasks`` (a :class:`shiro_kernel.tasks.TaskList`); the tool replaces
 it whole. Not mutating: it touches no file and no namespace, so it is auto-approved.
 """
 
@@ -75,8 +75,8 @@ def result_text(tasks: TaskList) -> str:
 
 
 def _run(args: dict[str, Any], ctx: ToolContext) -> str:
-    tasks = ctx.extras.get("tasks")
-    if not isinstance(tasks, TaskList):
+    tasks = ctx.tasks
+    if tasks is None:
         raise ToolError("the task list is not available here")
     tasks.replace(_items(args.get("todos")))
     return result_text(tasks)

@@ -452,7 +452,7 @@ def test_eight_parallel_writers_keep_all_index_lines(dirs) -> None:
 # -- the tools ------------------------------------------------------------------------------------
 def _call(name: str, args: dict, extras: dict, tmp_path: Path) -> tuple[str, bool]:
     part = run_tool(
-        {t.name: t for t in TOOLS}, ToolCallPart("c", name, json.dumps(args)), ToolContext(root=tmp_path, extras=extras)
+        {t.name: t for t in TOOLS}, ToolCallPart("c", name, json.dumps(args)), ToolContext(root=tmp_path, **extras)
     )
     return part.output, part.is_error
 

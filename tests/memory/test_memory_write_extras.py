@@ -77,7 +77,7 @@ def index(dir_: Path) -> str:
 # -- 1. the returned path is usable by the file tools ---------------------------------------------
 class TestFileToolsOnMemoryPaths:
     def test_write_then_edit_and_read_the_returned_path(self, repo: Path, store: MemoryStore) -> None:
-        ctx = ToolContext(root=repo, extras={"memories": store})
+        ctx = ToolContext(root=repo, memories=store)
         out, err = call(ctx, "memory_write", name="release", content="# Release\n1. run tests\n", scope="project")
         assert not err, out
         path = written_path(out)
@@ -106,7 +106,7 @@ class TestFileToolsOnMemoryPaths:
         assert not err and overlay.read_text() == "be terse", out
 
     def test_other_places_stay_refused(self, repo: Path, store: MemoryStore, tmp_path: Path) -> None:
-        ctx = ToolContext(root=repo, extras={"memories": store})
+        ctx = ToolContext(root=repo, memories=store)
         call(ctx, "memory_write", name="mine", content="x", scope="project")
         other = MemoryStore.for_project(tmp_path / "other-repo")
         other.write("project", "theirs", "secret")
@@ -139,13 +139,13 @@ class TestFileToolsOnMemoryPaths:
                 assert "(or right in this session's memory folders)" in out
         assert theirs.read_text() == "secret" and outside.read_text() == "secret"
         # without a memory store (--no-memory) the memory folders are refused too, and not mentioned
-        off = ToolContext(root=repo, extras={"memories": None})
+        off = ToolContext(root=repo, memories=None)
         out, err = call(off, "read_file", path=str(store.project_dir / "mine.md"))
         assert err and "outside the project root" in out and "memory folders" not in out
 
     def test_the_folders_themselves_are_not_walked(self, repo: Path, store: MemoryStore, tmp_path: Path) -> None:
         """A walk of the system folder would reach every project's memories (under projects/)."""
-        ctx = ToolContext(root=repo, extras={"memories": store})
+        ctx = ToolContext(root=repo, memories=store)
         call(ctx, "memory_write", name="mine", content="find me", scope="project")
         MemoryStore.for_project(tmp_path / "other-repo").write("project", "theirs", "find me")
         for folder in (store.system_dir, store.project_dir):
@@ -254,7 +254,7 @@ class TestRemove:
     def test_through_the_tool(self, dirs, tmp_path: Path) -> None:
         s, p = dirs
         store = MemoryStore(s, p)
-        ctx = ToolContext(root=tmp_path, extras={"memories": store})
+        ctx = ToolContext(root=tmp_path, memories=store)
         call(ctx, "memory_write", name="old", content="x", scope="project")
         out, err = call(ctx, "memory_write", name="old", scope="project", remove=True)
         assert not err and out.startswith("Memory 'old' removed from project scope: moved to "), out

@@ -303,7 +303,7 @@ def test_eight_processes_with_the_real_cap_keep_the_newest_300(store: NoteStore)
 # -- the tools ----------------------------------------------------------------------------------
 def _call(name: str, args: dict, extras: dict, tmp_path: Path) -> tuple[str, bool]:
     tools = {t.name: t for t in TOOLS}
-    ctx = ToolContext(root=tmp_path, extras=extras)
+    ctx = ToolContext(root=tmp_path, **extras)
     part = run_tool(tools, ToolCallPart("c1", name, json.dumps(args)), ctx)
     return part.output, part.is_error
 
