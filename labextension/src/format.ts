@@ -73,19 +73,10 @@ export function taskBar(tasks: ITask[] | undefined): string {
   const total = tasks.length;
   const done = tasks.filter(t => t.status === 'done').length;
   const blocked = tasks.filter(t => t.status === 'blocked').length;
-  // Python's round() is banker's rounding; match it so both views draw the same bar.
-  const filled = roundHalfEven((done / total) * BAR_WIDTH);
+  // the seed rounds half up (Math.round), and so does the kernel's bar: both views draw the same one
+  const filled = Math.round((done / total) * BAR_WIDTH);
   const bar = `tasks ${'#'.repeat(filled)}${'.'.repeat(BAR_WIDTH - filled)} ${done}/${total}`;
   return blocked ? `${bar}  ${blocked} blocked` : bar;
-}
-
-export function roundHalfEven(x: number): number {
-  const floor = Math.floor(x);
-  const diff = x - floor;
-  if (Math.abs(diff - 0.5) < 1e-9) {
-    return floor % 2 === 0 ? floor : floor + 1;
-  }
-  return Math.round(x);
 }
 
 export function marker(status: string): string {

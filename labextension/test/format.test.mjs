@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
-  HistoryWalker, duration, footer, isTurn, marker, parseHistory, roundHalfEven, shiroCell, taskBar, toolLine
+  HistoryWalker, duration, footer, isTurn, marker, parseHistory, shiroCell, taskBar, toolLine
 } from '../lib/format.js';
 
 const tasks = [
@@ -20,11 +20,12 @@ test('task bar is the seed bar, 40 wide', () => {
   assert.equal(taskBar(undefined), '');
 });
 
-test('bar rounds like Python round()', () => {
-  // 1/16 * 40 = 2.5 -> 2 (half to even), 3/16 * 40 = 7.5 -> 8
-  assert.equal(roundHalfEven(2.5), 2);
-  assert.equal(roundHalfEven(7.5), 8);
-  assert.equal(roundHalfEven(13.33), 13);
+test('bar rounds half up as the seed does', () => {
+  const tasks = n => Array.from({ length: 16 }, (_, i) => ({ content: `t${i}`, status: i < n ? 'done' : 'pending' }));
+  // 1/16 * 40 = 2.5 -> 3, 3/16 * 40 = 7.5 -> 8, 5/16 * 40 = 12.5 -> 13
+  assert.ok(taskBar(tasks(1)).startsWith(`tasks ${'#'.repeat(3)}${'.'.repeat(37)} 1/16`));
+  assert.ok(taskBar(tasks(3)).startsWith(`tasks ${'#'.repeat(8)}.`));
+  assert.ok(taskBar(tasks(5)).startsWith(`tasks ${'#'.repeat(13)}.`));
 });
 
 test('markers', () => {

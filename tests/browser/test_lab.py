@@ -247,8 +247,11 @@ def test_another_agent_asks_approval_under_the_serve_cell(lab: Lab, page: Any) -
     out = cell_output(page, 1)
     out.get_by_text("Bearer token:").wait_for(timeout=30_000)
     shown = out.inner_text()
-    url, token = re.search(r"MCP server for this kernel: (\S+)", shown), re.search(r"Bearer token: (\S+)", shown)
-    assert url and token, shown
+    url, where = re.search(r"MCP server for this kernel: (\S+)", shown), re.search(r"Bearer token: in (\S+) \(", shown)
+    assert url and where, shown
+    # the token is never in the cell: it is in a 0600 file the cell names
+    token = re.search(r"^export SHIRO_MCP_TOKEN=(\S+)$", Path(where.group(1)).read_text(), re.M)
+    assert token and token.group(1) not in shown, shown
     result: dict[str, str] = {}
 
     def another_agent() -> None:
