@@ -124,7 +124,7 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
     except Exception:
         pass
     try:
-        from ..ui.render import md_to_html
+        from ..ui.sanitize import md_to_html
 
         md_to_html("*warm-up*")  # mistune builds its parser (~40 ms of regular expressions) on first use
     except Exception:

@@ -14,6 +14,8 @@ import json
 import re
 from typing import Any
 
+from .sanitize import md_code, md_to_html
+
 #: all the outputs of one turn kept in the saved notebook, at most (per rendering)
 TURN_OUTPUT_BYTES = 20_000_000
 _IMAGES = ("image/png", "image/jpeg", "image/gif")
@@ -98,8 +100,6 @@ def to_html(output: dict[str, Any]) -> str:
     if "text/html" in data:
         return f'<div class="shiro-output">{_b64(data["text/html"])}</div>'
     if "text/markdown" in data:
-        from .render import md_to_html
-
         return f'<div class="shiro-output">{md_to_html(_b64(data["text/markdown"]))}</div>'
     return f'<pre class="shiro-output">{html.escape(describe(output))}</pre>'
 
@@ -107,8 +107,6 @@ def to_html(output: dict[str, Any]) -> str:
 def to_markdown(output: dict[str, Any]) -> str:
     """An output as Markdown: an image, the Markdown it displayed (as a cell would show it), or its plain
     text as inline code that holds no markup (plain text is text, whatever characters it holds)."""
-    from .render import md_code
-
     data = output.get("data") or {}
     for mime in _IMAGES:
         if mime in data:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ from ..events import (
 )
 from ..text import first_line, one_line
 from . import outputs
+from .sanitize import inert_line, inert_markdown, md_code, md_to_html, plain_text
 
 
 @dataclass
@@ -181,217 +181,6 @@ def footer(usage: Usage, extra: str = "") -> str:
 # (a fragment: inert). Only fenced code blocks keep their `<`: those the scan is sure every renderer reads
 # as code (see `_FenceScan`); once unsure, it escapes the rest of the text, code blocks included.
 
-_TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
-_LINK_TARGET = re.compile(r"\](?:\(|:)[ \t]*(?:\r?\n[ \t]*)?<?")
-_PLAIN_SCHEMES = frozenset({"http", "https", "mailto"})
-_IMAGE_DATA = re.compile(r"data:image/(?:png|gif|jpeg|webp)[;,]")
-_BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
-_FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
-_CONTAINER_FENCE = re.compile(r"^[ \t]*(?:(?:>|[-*+]|\d{1,9}[.)])[ \t]*)+(`{3,}|~{3,})")
-
-
-def plain_url(url: str) -> bool:
-    """May the model's text link to (or show an image from) ``url``? Relative URLs, http, https and mailto,
-    and inline PNG/GIF/JPEG/WebP images; read as a browser reads an attribute (entities and Markdown
-    escapes decoded, controls and spaces ignored, any case), so ``JaVa&#115;cript&colon;`` is refused."""
-    u = _BACKSLASH_ESCAPE.sub(r"\1", html.unescape(url))
-    u = re.sub(r"[\x00-\x20\x7f]", "", u).lower()
-    match = re.match(r"([a-z][a-z0-9+.\-]*):", u)
-    if match is None:
-        return True
-    if match.group(1) == "data":
-        return _IMAGE_DATA.match(u) is not None
-    return match.group(1) in _PLAIN_SCHEMES
-
-
-def _inert_targets(text: str) -> str:
-    """A ``#`` before each link target (``[x](…)``, ``[x]: …``) that is not a plain URL."""
-    out: list[str] = []
-    last = 0
-    for m in _LINK_TARGET.finditer(text):
-        start = m.end()
-        target = re.match(r"[^\s)>]*", text[start:])
-        if target and not plain_url(target.group(0)):
-            out.append(text[last:start])
-            out.append("#")
-            last = start
-    out.append(text[last:])
-    return "".join(out)
-
-
-def _entities(text: str) -> str:
-    """Every ASCII punctuation character as a numeric entity: inert as Markdown and as HTML."""
-    return "".join(f"&#{ord(c)};" if c.isascii() and not c.isalnum() and c != " " else c for c in text)
-
-
-def md_code(text: str) -> str:
-    """``text`` as inline code that shows exactly ``text`` and can hold no markup: a backtick span when that
-    is safe, else ``<code>`` with entities."""
-    flat = " ".join(text.splitlines())
-    if "`" in flat or _TAG_OPEN.search(flat) or not flat.strip():
-        return f"<code>{_entities(flat)}</code>" if flat.strip() else ""
-    return f"`{flat}`"
-
-
-def _inert_spans(line: str) -> str:
-    """One line of prose: `<` escaped, code spans holding a tag opener rewritten (:func:`md_code`)."""
-    out: list[str] = []
-    i, n = 0, len(line)
-    while i < n:
-        c = line[i]
-        if c == "\\" and i + 1 < n and line[i + 1] == "`":  # an escaped backtick opens no span
-            out.append(line[i : i + 2])
-            i += 2
-        elif c == "`":
-            run = len(line[i:]) - len(line[i:].lstrip("`"))
-            closer = re.compile(rf"(?<!`){'`' * run}(?!`)").search(line, i + run)
-            if closer is None:
-                out.append("`" * run)
-                i += run
-                continue
-            content = line[i + run : closer.start()]
-            if _TAG_OPEN.search(content):
-                if content.startswith(" ") and content.endswith(" ") and content.strip():
-                    content = content[1:-1]
-                out.append(f"<code>{_entities(content)}</code>")
-            else:
-                out.append(line[i : closer.end()])
-            i = closer.end()
-        elif c == "<" and _TAG_OPEN.match(line, i):
-            out.append("&lt;")
-            i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
-
-
-def _inert_prose(text: str) -> str:
-    return "".join(_inert_spans(line) for line in _inert_targets(text).splitlines(keepends=True))
-
-
-def _columns(lead: str) -> int:
-    col = 0
-    for c in lead:
-        col = col + 4 - col % 4 if c == "\t" else col + 1
-    return col
-
-
-class _FenceScan:
-    """Which lines of the model's Markdown are inside a fenced code block, as sure as any renderer
-    (CommonMark, marked in JupyterLab, markdown-it) would agree: a fence opens at a line of 3+ backticks or
-    tildes indented 0-3 spaces (4+ only after a blank line: an indented code block then, or a fence in a
-    list item — code either way), and closes at a closing fence indented at most as far as it, up to 3.
-    A line that could end it for one renderer and not another (less indented: a list item may have ended;
-    a fence behind a list marker or `>`; a closing fence marked alone accepts; tabs) makes the scan unsure,
-    and the rest of the text is then prose, escaped."""
-
-    def __init__(self) -> None:
-        self.fence: tuple[str, int, int] | None = None  # (character, length, indentation)
-        self.unsure = False
-        self.blank_before = True
-
-    def inside(self, line: str) -> bool | None:
-        """True: a line of code (kept as is); False: prose; None: a fence line (kept as is)."""
-        body = line.rstrip("\r\n")
-        blank = not body.strip()
-        try:
-            if self.unsure:
-                return False
-            lead = body[: len(body) - len(body.lstrip(" \t"))]
-            stripped, indent = body[len(lead) :], _columns(lead)
-            if self.fence is not None:
-                return self._in_fence(stripped, lead, indent, blank)
-            m = _FENCE.match(body)
-            if m and not (m.group(2)[0] == "`" and "`" in m.group(3)):
-                if "\t" in lead or (indent > 3 and not self.blank_before):
-                    self.unsure = True
-                    return False
-                self.fence = (m.group(2)[0], len(m.group(2)), indent)
-                return None
-            if _CONTAINER_FENCE.match(body):
-                self.unsure = True
-            return False
-        finally:
-            self.blank_before = blank
-
-    def _in_fence(self, stripped: str, lead: str, indent: int, blank: bool) -> bool | None:
-        assert self.fence is not None
-        char, length, opened = self.fence
-        if blank:
-            return True
-        closing = re.fullmatch(rf"{re.escape(char)}{{{length},}}[ \t]*", stripped) is not None
-        closing_in_marked = re.match(rf"{re.escape(char * length)}[~`]*[ \t]*$", stripped) is not None
-        if indent < opened or "\t" in lead:
-            self.unsure, self.fence = True, None
-            return False
-        if closing and opened <= indent <= max(3, opened):
-            self.fence = None
-            return None
-        if (closing or closing_in_marked) and indent <= opened + 3:
-            self.unsure, self.fence = True, None
-            return False
-        return True
-
-    def close(self) -> str:
-        """The closing fence to add when the text ended inside a block ('' otherwise)."""
-        if self.fence is None:
-            return ""
-        char, length, opened = self.fence
-        return " " * opened + char * length
-
-
-#: what starts math for JupyterLab, which takes math out of the Markdown before parsing it (up to a blank line)
-_MATH = re.compile(r"\$|\\\\[(\[]|\\begin\{")
-
-
-def inert_markdown(text: str) -> str:
-    """The model's Markdown with nothing any renderer would run or turn into markup; ordinary Markdown
-    (emphasis, lists, tables, code, links to http/https/mailto) unchanged."""
-    scan = _FenceScan()
-    # JupyterLab lifts `$…$` (and \\( \\[ \\begin) out of the source before Markdown sees it, across
-    # single line breaks: math around a fence line would hide it from the parser. A blank line before each
-    # fence and after it stops that (math never crosses one); only added when the text has such delimiters.
-    math = _MATH.search(text) is not None
-    out: list[str] = []
-    prose: list[str] = []
-    lines = text.splitlines(keepends=True)
-    for index, line in enumerate(lines):
-        kind = scan.inside(line)
-        if kind is False:
-            prose.append(line)
-            continue
-        out.append(_inert_prose("".join(prose)))
-        prose = []
-        if kind is None:  # a fence line: its info string is text in an attribute; escape it all the same
-            if math and index > 0 and lines[index - 1].strip() and scan.fence is not None:
-                out.append("\n")
-            out.append(_TAG_OPEN.sub("&lt;", line).replace("$", "\\$"))
-            if math and scan.fence is None and index + 1 < len(lines) and lines[index + 1].strip():
-                out.append("\n")
-        else:
-            out.append(line)
-    out.append(_inert_prose("".join(prose)))
-    end = scan.close()
-    if end:  # so that no block runs on into what follows this text
-        out.append(("" if "".join(out).endswith("\n") else "\n") + end)
-    return "".join(out)
-
-
-def inert_line(text: str) -> str:
-    """A one-line piece of model text (a notice, an error, a tool's progress) for a Markdown line: on one
-    line, so it can open no block, and inert like :func:`inert_markdown`'s prose."""
-    return _inert_prose(" ".join(text.splitlines()))
-
-
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def plain_text(text: str) -> str:
-    """Model text for a terminal or text/plain: control characters (ESC and the rest, which a terminal would
-    obey: colours, cursor moves, hyperlinks, clipboard writes) shown as U+FFFD; line breaks kept."""
-    return _CONTROLS.sub("\ufffd", text.replace("\r\n", "\n"))
-
 
 def to_markdown(log: TurnLog, extra: str = "") -> str:
     """The turn as Markdown. Model text in it is inert (:func:`inert_markdown`, :func:`inert_line`), so a
@@ -511,28 +300,6 @@ def to_bundle_json(
     if resume:
         data["resume"] = resume
     return data
-
-
-_MARKDOWN: Any = None
-
-
-def md_to_html(text: str) -> str:
-    """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text. Raw
-    HTML is escaped (shown, never injected) and a link or image whose URL is not :func:`plain_url` points
-    at ``#harmful-link``, whatever mistune's own rule in the installed version."""
-    try:
-        import mistune
-    except ImportError:
-        return f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'
-    global _MARKDOWN
-    if _MARKDOWN is None:
-
-        class Renderer(mistune.HTMLRenderer):
-            def safe_url(self, url: str) -> str:
-                return str(super().safe_url(url)) if plain_url(url) else "#harmful-link"
-
-        _MARKDOWN = mistune.create_markdown(renderer=Renderer(escape=True), plugins=["table", "strikethrough"])
-    return str(_MARKDOWN(text))
 
 
 def to_html(log: TurnLog, extra: str = "") -> str:

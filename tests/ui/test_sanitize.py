@@ -23,16 +23,8 @@ from faultlog import record
 from shiro_kernel.events import Notice, TextDelta, ToolEnd, ToolProgress, ToolStart, TurnEnd, Usage
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 from shiro_kernel.ui import outputs
-from shiro_kernel.ui.render import (
-    TurnLog,
-    entry_html,
-    inert_markdown,
-    md_to_html,
-    plain_url,
-    to_html,
-    to_markdown,
-    to_text,
-)
+from shiro_kernel.ui.render import TurnLog, entry_html, to_html, to_markdown, to_text
+from shiro_kernel.ui.sanitize import inert_markdown, md_to_html, plain_url
 from shiro_kernel.ui.widgets import TurnView
 
 LABEXTENSION = Path(__file__).resolve().parents[2] / "labextension"
