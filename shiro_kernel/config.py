@@ -2,7 +2,8 @@
 
 Every setting works as ``%config Shiro.NAME = ...`` in a notebook or ``c.Shiro.NAME = ...`` in
 ``ipython_config.py``. Defaults that the environment can set (``SHIRO_MODEL``, ``SHIRO_API``,
-``OPENAI_BASE_URL``) are read when the value is first needed, so an explicit ``%config`` always wins.
+``OPENAI_BASE_URL``, ``SHIRO_REPLAY``) are read when the value is first needed, so an explicit ``%config``
+always wins.
 The API key is never a setting: it is read from ``OPENAI_API_KEY`` when a client is built and
 kept nowhere else, so it cannot land in a file, a notebook or widget state.
 """
@@ -28,17 +29,20 @@ class Environment(NamedTuple):
     model: str | None
     api: str | None
     home: Path
+    replay: str | None
 
 
 def environment() -> Environment:
     env = os.environ
     api = (env.get("SHIRO_API") or "").strip().lower() or None
+    replay = (env.get("SHIRO_REPLAY") or "").strip().lower() or None
     return Environment(
         api_key=env.get("OPENAI_API_KEY") or None,
         base_url=env.get("OPENAI_BASE_URL") or None,
         model=(env.get("SHIRO_MODEL") or "").strip() or None,
         api=api if api in ("responses", "chat") else None,
         home=Path(env.get("SHIRO_HOME") or Path.home() / ".shiro-neko").expanduser(),
+        replay=replay if replay in ("auto", "notebook", "off") else None,
     )
 
 
@@ -121,6 +125,14 @@ class Shiro(Configurable):
     image_max_px = Int(
         1024, help="Images sent to the model are downscaled to this long side (pixels); the user sees the original."
     ).tag(config=True)
+    replay = Enum(
+        ["auto", "notebook", "off"],
+        help="A %shiro cell rerun in a kernel where its recorded turn has not run (a fresh kernel, Restart & Run "
+        "All, nbclient) replays that turn's successful python calls without the model: 'auto' from this "
+        "machine's session record, or from the turn saved in the notebook when the notebook is trusted; "
+        "'notebook' from the saved turn even when the notebook is not trusted (CI); 'off' always asks the "
+        "model. Default: $SHIRO_REPLAY, else auto.",
+    ).tag(config=True)
     mcp_servers = Dict(
         help="MCP servers whose tools the agent may use, like .mcp.json's mcpServers (the trait wins on a name "
         "clash): {NAME: {'command', 'args', 'env'} | {'url', 'headers'}}; ${VAR} is read from the environment."
@@ -133,6 +145,10 @@ class Shiro(Configurable):
     @default("api")
     def _api_default(self) -> str:
         return environment().api or "responses"
+
+    @default("replay")
+    def _replay_default(self) -> str:
+        return environment().replay or "auto"
 
     @default("base_url")
     def _base_url_default(self) -> str | None:

@@ -5,6 +5,8 @@
     shiro history                  this project's prompt history (``--json`` for the labextension)
     shiro notes | memory | bundle  the project's memory (:mod:`shiro_kernel.cli.memory`)
     shiro mcp list | allow NAME    which of the repository's .mcp.json servers may start (:mod:`.mcp`)
+    shiro export NOTEBOOK          a plain notebook without shiro_kernel (:mod:`.notebooks`)
+    shiro check NOTEBOOK           does it reproduce in a fresh kernel? (exit 1 when not)
 
 Each subcommand is a :class:`Command`: ``add_arguments(parser)`` declares its options and ``run(args)``
 prints to stdout and returns the exit code. A :class:`~shiro_kernel.errors.ShiroError` from any of them
@@ -32,9 +34,9 @@ class Command:
 
 def commands() -> list[Command]:
     """Every subcommand, in the order ``shiro --help`` shows them."""
-    from . import mcp, memory, sessions
+    from . import mcp, memory, notebooks, sessions
 
-    return [*sessions.COMMANDS, *memory.COMMANDS, *mcp.COMMANDS]
+    return [*sessions.COMMANDS, *memory.COMMANDS, *mcp.COMMANDS, *notebooks.COMMANDS]
 
 
 def build_parser(table: list[Command] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:

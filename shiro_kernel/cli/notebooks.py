@@ -1,0 +1,73 @@
+"""``shiro export NOTEBOOK [-o OUT]`` (:mod:`shiro_kernel.export`) and ``shiro check NOTEBOOK``
+(:mod:`shiro_kernel.check`).
+
+Exit status: 0 when done (export) or when the notebook reproduces (check), 1 when it does not, 2 for a usage
+error (no such notebook, not a notebook, a kernel that does not start).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import RequestError
+from . import Command
+
+USAGE = 2
+
+
+def _export_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb to export")
+    parser.add_argument(
+        "-o", "--output", metavar="OUT", help="where to write it (default: NAME.export.ipynb beside it)"
+    )
+
+
+def _export_run(args: argparse.Namespace) -> int:
+    from ..export import export_notebook
+
+    try:
+        result = export_notebook(args.notebook, args.output)
+    except RequestError as exc:
+        print(f"shiro: {exc}", file=sys.stderr)
+        return USAGE
+    print(result.summary())
+    return 0
+
+
+def _check_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("notebook", metavar="NOTEBOOK", help="the .ipynb to check")
+    parser.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per cell (default 600)")
+    parser.add_argument(
+        "--kernel", metavar="NAME", help="the kernel to run it in (default: the notebook's, else python3)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _check_run(args: argparse.Namespace) -> int:
+    from ..check import check_notebook
+
+    try:
+        result = check_notebook(args.notebook, timeout=args.timeout, kernel_name=args.kernel)
+    except RequestError as exc:
+        print(f"shiro: {exc}", file=sys.stderr)
+        return USAGE
+    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False) if args.json else result.summary())
+    return 0 if result.ok else 1
+
+
+COMMANDS = [
+    Command(
+        "export",
+        "write a plain notebook that runs without shiro_kernel (each %shiro turn as Markdown and its code)",
+        _export_arguments,
+        _export_run,
+    ),
+    Command(
+        "check",
+        "run the notebook in a fresh kernel, replaying its %shiro turns, and report cells that fail or differ",
+        _check_arguments,
+        _check_run,
+    ),
+]

@@ -1,0 +1,124 @@
+"""One running ``%shiro`` cell: replay its recorded turn when there is one that may run, say why not when the
+notebook is not trusted, or leave it to the model.
+
+What the magic calls before it asks the model (the caller decides that the cell is a turn with a prompt,
+not ``--again``, and keeps the ids of the turns run or replayed in this kernel in ``seen``)::
+
+    outcome = replay_cell(shell, prompt=..., cell_id=..., ordinal=..., setting=config.replay,
+                          notebook_path=agent.notebook, store=agent.store, seen=agent.turns_here,
+                          on_event=view)
+    None      → no recorded turn for this cell (or it ran here already, or ``off``): ask the model
+    Refused   → show ``outcome.text``; nothing ran, no model call
+    Replayed  → the events went to ``on_event``; add ``outcome.found.turn_id`` to ``seen`` and
+                ``outcome.found.fields`` to the bundle the view leaves
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..events import Event
+from .find import Found, find_turn
+from .run import NOTEBOOK, ReplayResult, run_plan
+from .trust import may_replay_from_notebook, may_replay_from_record, notebook_trusted, untrusted_refusal
+
+if TYPE_CHECKING:
+    from ..store.sessions import SessionStore
+
+
+@dataclass
+class Replayed:
+    result: ReplayResult
+    found: Found
+
+
+@dataclass
+class Refused:
+    text: str
+    found: Found
+
+
+def _reader(store: SessionStore | None) -> Callable[[str], Mapping[str, Any] | None]:
+    """Reads a session record without touching ``store``'s state (its conflict guard keeps the version it
+    last read or wrote, and a replay must not move it)."""
+    from ..errors import ShiroError
+    from ..store import files
+    from ..store.records import check_record
+
+    def load(session_id: str) -> Mapping[str, Any] | None:
+        if store is None:
+            return None
+        try:
+            return check_record(files.read_json(store.path_for(session_id)))
+        except (ShiroError, ValueError, OSError):
+            return None
+
+    return load
+
+
+def _notebook(path: Path | None) -> dict[str, Any] | None:
+    from ..context.cells import read_notebook
+
+    if path is None:
+        return None
+    try:
+        return read_notebook(path)
+    except (OSError, ValueError):
+        return None
+
+
+def replay_cell(
+    shell: Any,
+    *,
+    prompt: str,
+    cell_id: str | None,
+    ordinal: int,
+    setting: str,
+    notebook_path: str | os.PathLike[str] | None,
+    on_event: Callable[[Event], None],
+    store: SessionStore | None = None,
+    seen: Container[str] = (),
+    tools: Mapping[str, Any] | None = None,
+    end: bool = True,
+) -> Replayed | Refused | None:
+    """Replay the running cell's recorded turn if it may (see the module's doc and :mod:`.trust`)."""
+    if setting == "off":
+        return None
+    path = Path(notebook_path) if notebook_path is not None else None
+    sessions: list[str] = []
+    if store is not None:
+        try:
+            latest = store.latest_for_notebook(path, cwd=str(Path.cwd()))
+        except Exception:  # the index is a cache: without it, only the notebook's own session is looked in
+            latest = None
+        if latest is not None:
+            sessions.append(latest.id)
+    found = find_turn(
+        cell_id=cell_id,
+        prompt=prompt,
+        ordinal=ordinal,
+        notebook=_notebook(path),
+        load=_reader(store),
+        sessions=sessions,
+        tools=tools,
+    )
+    if found is None or found.turn_id in seen:
+        return None
+    if found.source == NOTEBOOK:
+        trusted = setting == "auto" and path is not None and notebook_trusted(path)
+        if not may_replay_from_notebook(setting, trusted):
+            return Refused(untrusted_refusal(path, prompt, len(found.plan.runs)), found)
+    elif not may_replay_from_record(setting):
+        return None
+    root = path.parent if path is not None else None
+    result = run_plan(
+        found.plan, shell, on_event=on_event, source=found.source, session_id=found.session_id, root=root, end=end
+    )
+    return Replayed(result, found)
+
+
+__all__ = ["Refused", "Replayed", "replay_cell"]

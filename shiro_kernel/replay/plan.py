@@ -1,0 +1,360 @@
+"""What a recorded turn's calls become in a replay, and the fields a turn's bundle carries for it.
+
+The rules, one per kind of call (a call's *number* is its place among the turn's tool calls, from 1):
+
+* a ``python`` call that succeeded → **run** again;
+* a reading tool (:data:`READING`: ``inspect``, ``read_file``, ``notebook_read``, ``todo_write`` …) → **omit**,
+  silently: it changed nothing a later call depends on;
+* a call that failed, was refused or was left waiting for approval (any tool) → **skip**, counted and said;
+  a ``python`` call whose code raised counts as failed (the tool returns a traceback, not an error);
+* a call that succeeded and changed files or state outside the namespace (:data:`CHANGING`: ``write_file``,
+  ``shell``, ``remember``, ``notebook_edit`` …, and any other tool not known to only read, such as an MCP
+  server's) → **stop**: the replay ends before it, since what follows may depend on what it did.
+
+The bundle's replay fields (docs/turn-format.md, "Replay")::
+
+    "prompt": "which region grew the most?", "cellId": "3f2a…" | null, "ordinal": 0, "turnId": "0193…",
+    "replay": [{"callId": "call_1", "name": "python", "status": "ok", "code": "<the code, uncut>",
+                "changes": false},
+               {"callId": "call_2", "name": "write_file", "status": "refused", "code": null, "changes": true,
+                "error": "not approved — …"}]
+
+``status`` is ``ok``, ``error``, ``refused`` or ``pending``; ``error`` (one line) says why for the others;
+``changes`` is whether the tool is one that changes something outside the kernel's namespace; ``code`` is
+the full code of a ``python`` call that succeeded (``entries[].code`` is cut to 4,000 characters), else null.
+The answer is the turn's last text entry.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..text import first_line, one_line
+from ..transcript import Message, ToolCallPart, ToolResultPart
+
+#: tools that only read (or touch only the session's own task list and the proposal box): omitted silently
+READING = frozenset(
+    {
+        "inspect",
+        "read_file",
+        "list_files",
+        "grep",
+        "notebook_read",
+        "recall",
+        "memory_read",
+        "todo_write",
+        "propose_cell",
+    }
+)
+#: tools that change files or state outside the namespace: a replay stops before one that succeeded
+CHANGING = frozenset(
+    {
+        "write_file",
+        "edit_file",
+        "shell",
+        "remember",
+        "forget",
+        "memory_write",
+        "notebook_edit",
+        "notebook_insert",
+        "notebook_delete",
+        "notebook_run",
+    }
+)
+STATUSES = ("ok", "error", "refused", "pending")
+#: the text every refusal of a call starts with (headless, denied by the user, read-only)
+REFUSED_PREFIX = "Error: not approved"
+WHY_CHARS = 200
+
+RUN, OMIT, SKIP, STOP = "run", "omit", "skip", "stop"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recorded call and what the replay does with it."""
+
+    number: int  # its place among the turn's tool calls, from 1
+    call_id: str
+    name: str
+    action: str  # run | omit | skip | stop
+    status: str = "ok"  # ok | error | refused | pending
+    code: str = ""  # a run step's python code
+    why: str = ""  # a skip or stop step: one line
+    target: str = ""  # the call's arguments in short (a path, a command), to name it
+
+
+@dataclass
+class Plan:
+    """A recorded turn as a replay sees it: every call in order, and the answer."""
+
+    steps: list[Step] = field(default_factory=list)
+    answer: str = ""
+    prompt: str | None = None
+
+    @property
+    def runs(self) -> list[Step]:
+        """The python calls a replay runs (those before the first stop)."""
+        out = []
+        for step in self.steps:
+            if step.action == STOP:
+                break
+            if step.action == RUN:
+                out.append(step)
+        return out
+
+
+# -- what a call did -------------------------------------------------------------------------------
+_HEADER = "Traceback (most recent call last):"
+_SYNTAX_HEADER = re.compile(r'^  File "<shiro-python-\d+>", line \d+$')
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(?::.*)?$")
+
+
+def raised(output: str) -> str | None:
+    """``NameError: name 'sales' is not defined`` when a ``python`` result says its code raised, else None.
+
+    The tool returns a failure in the user's code as text: the output so far, then the short traceback
+    (``Traceback (most recent call last):`` … or, for a syntax error, ``File "<shiro-python-N>", line N`` …)
+    and the exception's line, then at most the tool's own notes (``(traceback shortened …)``, ``[…]``). So
+    the code raised when the output *ends* with a traceback; one printed by code that went on is followed
+    by what it printed or returned."""
+    lines = output.rstrip("\n").splitlines()
+    while lines and (lines[-1].startswith("(traceback shortened") or _note(lines[-1])):
+        lines.pop()
+    for start in range(len(lines) - 1, -1, -1):
+        if lines[start] == _HEADER or _SYNTAX_HEADER.match(lines[start]):
+            break
+    else:
+        return None
+    rest = [line for line in lines[start + 1 :] if not line.startswith(" ")]
+    if len(rest) != 1 or not _EXCEPTION.match(rest[0]) or rest[0] != lines[-1]:
+        return None
+    return first_line(rest[0], WHY_CHARS)
+
+
+def _note(line: str) -> bool:
+    return line.startswith("[") and line.endswith("]")
+
+
+def call_status(call: ToolCallPart, result: ToolResultPart | None) -> tuple[str, str]:
+    """(status, why): ``ok`` with no why, or ``error`` / ``refused`` / ``pending`` with one line saying why."""
+    if result is None:
+        return "pending", "it was waiting for approval when the turn ended"
+    if result.is_error:
+        text = first_line(result.output.removeprefix("Error:").strip(), WHY_CHARS) or "it failed"
+        return ("refused" if result.output.startswith(REFUSED_PREFIX) else "error"), text
+    if call.name == "python":
+        meta = result.meta.get("raised") if isinstance(result.meta, dict) else None
+        exc = meta if isinstance(meta, str) and meta else raised(result.output)
+        if exc:
+            return "error", f"it raised {exc}"
+    return "ok", ""
+
+
+def changes_outside(name: str, tools: Mapping[str, Any] | None = None) -> bool:
+    """Whether tool ``name`` is one that can change something outside the kernel's namespace: the
+    :data:`CHANGING` tools, and any tool not known to only read (an MCP server's is asked through ``tools``:
+    its ``mutates``)."""
+    if name == "python" or name in READING:
+        return False
+    if name in CHANGING:
+        return True
+    tool = (tools or {}).get(name)
+    return bool(getattr(tool, "mutates", True)) if tool is not None else True
+
+
+def _stop_why(name: str) -> str:
+    if name in ("write_file", "edit_file"):
+        return "it changed files when recorded, and a replay does not redo that"
+    if name == "shell":
+        return "it ran a shell command when recorded, and a replay does not redo that"
+    if name in ("remember", "forget", "memory_write"):
+        return "it changed the project's memory when recorded, and a replay does not redo that"
+    if name.startswith("notebook_"):
+        return "it changed the notebook when recorded, and a replay does not redo that"
+    return "it may have changed something outside the kernel when recorded, and a replay does not redo that"
+
+
+def _code_of(call: ToolCallPart) -> str | None:
+    try:
+        code = call.parsed_arguments().get("code")
+    except ValueError:
+        return None
+    return code if isinstance(code, str) and code.strip() else None
+
+
+def _step(number: int, call_id: str, name: str, status: str, why: str, code: str | None, changes: bool) -> Step:
+    if status != "ok":
+        return Step(number, call_id, name, SKIP, status, why=why or "it failed")
+    if name == "python":
+        if code is None:
+            return Step(number, call_id, name, SKIP, "error", why="its code could not be read")
+        return Step(number, call_id, name, RUN, code=code)
+    if changes:
+        return Step(number, call_id, name, STOP, why=_stop_why(name))
+    return Step(number, call_id, name, OMIT)
+
+
+# -- from the transcript ------------------------------------------------------------------------------
+def _answer(messages: Iterable[Message]) -> str:
+    texts = [m.text for m in messages if m.role == "assistant" and m.text.strip()]
+    return texts[-1] if texts else ""
+
+
+def _calls(messages: list[Message]) -> list[tuple[ToolCallPart, ToolResultPart | None]]:
+    results = {r.call_id: r for m in messages for r in m.tool_results()}
+    return [(call, results.get(call.call_id)) for m in messages if m.role == "assistant" for call in m.tool_calls()]
+
+
+def target_of(arguments: str) -> str:
+    """A call's arguments as its name in a sentence: the path of a file tool, the command of ``shell``, the
+    cell of a notebook tool, else the arguments in short."""
+    from ..ui.render import short_args
+
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError:
+        args = None
+    if isinstance(args, dict):
+        path = args.get("path")
+        if isinstance(path, str) and path.strip():  # a long path is cut at its start: the name is what tells
+            flat = " ".join(path.split())
+            return flat if len(flat) <= 60 else "…" + flat[-59:]
+        for key in ("command", "name", "text"):
+            if isinstance(args.get(key), str) and args[key].strip():
+                return one_line(args[key], 60)
+        for key in ("cell", "after", "cells"):
+            if args.get(key) is not None:
+                return f"cell {args[key]}" if key != "cells" else f"cells {args[key]}"
+    return short_args(arguments, 60)
+
+
+def _short(call: ToolCallPart) -> str:
+    return target_of(call.arguments)
+
+
+def plan_from_messages(messages: Iterable[Message], tools: Mapping[str, Any] | None = None) -> Plan:
+    """The plan of one recorded turn: ``messages`` from its user prompt through its last message. ``tools``
+    (name → Tool) says whether a tool not known here (an MCP server's) changes anything (its ``mutates``)."""
+    messages = list(messages)
+    steps = []
+    for number, (call, result) in enumerate(_calls(messages), 1):
+        status, why = call_status(call, result)
+        step = _step(number, call.call_id, call.name, status, why, _code_of(call), changes_outside(call.name, tools))
+        steps.append(replace(step, target=_short(call)))
+    prompt = next((m.text for m in messages if m.role == "user"), None)
+    return Plan(steps, _answer(messages), prompt)
+
+
+def replay_fields(
+    messages: Iterable[Message],
+    *,
+    prompt: str,
+    cell_id: str | None,
+    ordinal: int,
+    turn_id: str,
+    tools: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The fields a turn's bundle gains so it can be replayed from the notebook (see the module's doc):
+    built from the turn's ``messages`` (its user prompt through its last message)."""
+    calls = []
+    for call, result in _calls(list(messages)):
+        status, why = call_status(call, result)
+        code = _code_of(call) if call.name == "python" and status == "ok" else None
+        entry: dict[str, Any] = {
+            "callId": call.call_id,
+            "name": call.name,
+            "status": status,
+            "code": code,
+            "changes": changes_outside(call.name, tools),
+        }
+        if why:
+            entry["error"] = why
+        calls.append(entry)
+    return {"prompt": prompt, "cellId": cell_id, "ordinal": ordinal, "turnId": turn_id, "replay": calls}
+
+
+# -- from a saved bundle ------------------------------------------------------------------------------
+def has_replay(bundle: Any) -> bool:
+    """Whether ``bundle`` (a turn's ``application/vnd.shiro.turn+json``) carries what a replay needs."""
+    return isinstance(bundle, dict) and isinstance(bundle.get("replay"), list)
+
+
+def _shown(entry: dict[str, Any]) -> str:
+    """The target of a saved tool row: from its arguments in full when they are JSON, else its short form."""
+    code = entry.get("code")
+    if isinstance(code, str) and code.lstrip().startswith("{"):
+        try:
+            if isinstance(json.loads(code), dict):
+                return target_of(code)
+        except json.JSONDecodeError:
+            pass
+    return one_line(str(entry.get("args") or ""), 60)
+
+
+def plan_from_bundle(bundle: dict[str, Any]) -> Plan:
+    """The plan of the turn saved in ``bundle``. Raises ValueError when the bundle has no ``replay`` field (a
+    turn saved by an older version) or it is malformed (a notebook is anyone's file)."""
+    if not has_replay(bundle):
+        raise ValueError("the turn saved in this cell has no replay information (saved by an older version)")
+    entries = [e for e in bundle.get("entries") or [] if isinstance(e, dict)]
+    shown = {str(e.get("callId")): _shown(e) for e in entries if e.get("type") == "tool"}
+    texts = [str(e.get("text") or "") for e in entries if e.get("type") == "text" and str(e.get("text") or "").strip()]
+    steps = []
+    for number, item in enumerate(bundle["replay"], 1):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("callId"), str)
+            or not isinstance(item.get("name"), str)
+        ):
+            raise ValueError(f"call {number} of the saved turn is malformed")
+        status = item.get("status")
+        if status not in STATUSES:
+            raise ValueError(f"call {number} of the saved turn has an unknown status {status!r}")
+        code = item.get("code")
+        changes = item.get("changes")
+        step = _step(
+            number,
+            item["callId"],
+            item["name"],
+            str(status),
+            first_line(str(item.get("error") or ""), WHY_CHARS),
+            code if isinstance(code, str) and code.strip() else None,
+            changes if isinstance(changes, bool) else changes_outside(item["name"]),
+        )
+        steps.append(replace(step, target=shown.get(item["callId"], "")))
+    prompt = bundle.get("prompt")
+    return Plan(steps, texts[-1] if texts else "", prompt if isinstance(prompt, str) else None)
+
+
+#: what :func:`fields_of` copies from a bundle into the bundle of its replay (so it can be replayed again)
+FIELD_NAMES = ("prompt", "cellId", "ordinal", "turnId", "replay")
+
+
+def fields_of(bundle: dict[str, Any]) -> dict[str, Any]:
+    """The replay fields of ``bundle``, to carry into the bundle its replay leaves."""
+    return {name: bundle[name] for name in FIELD_NAMES if name in bundle}
+
+
+__all__ = [
+    "CHANGING",
+    "FIELD_NAMES",
+    "OMIT",
+    "READING",
+    "RUN",
+    "SKIP",
+    "STOP",
+    "Plan",
+    "Step",
+    "call_status",
+    "changes_outside",
+    "fields_of",
+    "has_replay",
+    "plan_from_bundle",
+    "plan_from_messages",
+    "raised",
+    "replay_fields",
+]
