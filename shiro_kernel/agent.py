@@ -24,9 +24,11 @@ from .context import restart, rules
 from .context.prompt import build_system_prompt
 from .errors import CorruptFile, ProviderError, RequestError, StoreError
 from .events import Done, Error, Event, Notice, TurnEnd
-from .mcp.link import McpLink
+from .line import Line
+from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
+from .prepare import HEADLESS, Frontend, TurnSetup
 from .provider import Provider, ProviderSettings
 from .provider.pricing import price_of
 from .session import Session
@@ -41,7 +43,8 @@ from .store.sessions import SessionStore
 from .tasks import TaskList
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
-from .turn import Turn, TurnOptions, budget_money, money
+from .turn import TurnOptions
+from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint, resumed_line
 
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
@@ -59,7 +62,6 @@ class Agent:
         self._root: tuple[Path, Path] | None = None  # (where it was looked up from, the root): this turn's
         self.store = SessionStore(home() / "sessions")
         self.session = Session(notebook_path=self._notebook_str())
-        self.save_error: StoreError | None = None  # the last autosave failure, until a write succeeds
         self.autosaver = self._autosaver(self.session)
         self.started = False  # has this kernel chosen its session yet?
         self.muted: list[str] = normalize_mute_list(self.config.mute)
@@ -76,16 +78,23 @@ class Agent:
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
         self._greeted: str | None = None  # the session the boot header was shown for
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
-        self.mcp = McpLink(self)
+        self.mcp = McpLink(
+            McpSeams(
+                settings=self.config,
+                tools=self.tools,
+                shell=self.shell,
+                context=self.mcp_context,
+                session=lambda: self.session,
+                busy=lambda: self.turning,
+                abort=self.abort,
+            )
+        )
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
         self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
         self._tightened_shown = False
 
     def _autosaver(self, session: Session) -> Autosaver:
-        def failed(exc: StoreError) -> None:
-            self.save_error = exc
-
-        return Autosaver(self.store, session, lambda: self.session.model or self.config.model, on_error=failed)
+        return Autosaver(self.store, session, lambda: self.session.model or self.config.model)
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -141,7 +150,6 @@ class Agent:
         self.session = session
         if session.notebook_path is None:
             session.notebook_path = self._notebook_str()
-        self.save_error = None
         self.autosaver = self._autosaver(session)
         self.autosaver.adopt(lease)
         self.started = True
@@ -241,13 +249,9 @@ class Agent:
 
     # -- saving and the footer ---------------------------------------------------------------------------
     def save_now(self) -> str | None:
-        """Write the record now; the warning to show when the write failed (None when it worked)."""
-        try:
-            self.autosaver.flush()
-        except StoreError as exc:
-            self.save_error = exc
-            return SAVE_FAILED.format(why=exc)
-        self.save_error = None
+        """Write the record now; the note to show when it was saved under a new id (another kernel changed
+        it), else None. Raises :class:`StoreError` when the write failed (the footer then says so too)."""
+        self.autosaver.flush()
         moved, self.autosaver.moved_from[:] = list(self.autosaver.moved_from), []
         if moved:
             return (
@@ -258,21 +262,15 @@ class Agent:
 
     def footer(self) -> str:
         saver = self.autosaver
-        saved = saver.saved_messages if (saver.writes or self.save_error) else None
-        line = resume_hint(self.session, saved, str(self.save_error) if self.save_error else None)
+        saved = saver.saved_messages if (saver.writes or saver.error) else None
+        line = resume_hint(self.session, saved, str(saver.error) if saver.error else None)
         meter = self.budget_meter()
         return line + (f" · {meter}" if meter else "")
 
     def budget_meter(self) -> str:
         """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""
-        budget = self.config.budget_usd
-        if budget is None:
-            return ""
         model = self.session.model or self.config.model
-        spent = self.session.usage.cost_usd
-        if spent is None and price_of(model) is None:
-            return f"{budget_money(budget)} budget not checked (no price for {model})"
-        return f"{money(spent or 0.0)} of {budget_money(budget)} budget"
+        return budget_meter(self.session.usage.cost_usd, self.config.budget_usd, model, price_of(model) is not None)
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
@@ -317,42 +315,66 @@ class Agent:
         return text or ""
 
     # -- a turn ------------------------------------------------------------------------------------
-    def ask(
-        self,
-        prompt: str,
-        *,
-        on_event: Callable[[Event], None] | None = None,
-        model: str | None = None,
-        agent: str | None = None,
-        memory: bool | None = None,
-        headless: bool = True,
-        propose: Callable[[str], None] | None = None,
-        approver: Any = None,
-        runner: Any = None,
-        keep_abort: bool = False,
-        consent: Any = None,
-    ) -> TurnEnd:
-        """One turn. ``approver``/``runner`` (see :class:`~shiro_kernel.turn.TurnOptions`) let a
-        background turn ask through buttons and run tools on the kernel's thread; ``consent`` (a
-        :data:`~shiro_kernel.mcp.consent.ConsentAsker`) asks whether a repository's MCP server may start
-        (without it, such servers are not started and the turn says how to allow them); ``keep_abort``: the
-        caller cleared :attr:`abort` before starting the turn's thread (a Stop may already have come)."""
+    def ask(self, line: Line | str, front: Frontend = HEADLESS, *, keep_abort: bool = False) -> TurnEnd:
+        """One turn: the setup is built (:meth:`setup`), then run. ``front`` is the view's (its events, and
+        buttons where it has them); ``keep_abort``: the caller cleared :attr:`abort` before starting the
+        turn's thread (a Stop may already have come). Raises :class:`RequestError` for a bad line."""
+        setup = self.setup(Line(prompt=line) if isinstance(line, str) else line, front)
+        if not keep_abort:
+            self.abort.clear()
+        self.turning = True
         try:
-            variant, spec = agent_variant(self.config, agent)
+            return setup.turn(self.session, self.abort).run(setup.prompt)
+        finally:
+            self.turning = False
+            self.mcp.flush_notes()  # what other agents did meanwhile
+
+    def setup(self, line: Line, front: Frontend = HEADLESS) -> TurnSetup:
+        """Everything one turn runs with, decided now from this agent's state and ``line``."""
+        try:
+            variant, spec = agent_variant(self.config, line.agent)
         except ValueError as exc:
             raise RequestError(str(exc)) from None
         self._root = None  # looked up again: a folder may have become a repository since the last turn
-        root, notebook = self.root, self.notebook
-        model = model or self.config.model
-        emit = on_event or (lambda e: None)
+        emit = front.on_event
         if not self.started:
             self.start()
             if self.lost:
                 emit(Notice(restart.notice(list(self.lost)), kind="warning"))
         self.mcp.flush_notes()
-        self.session.model = model
-        notes = self.notes(memory)
-        memories = self.memories(model) if (self.memory_enabled() if memory is None else memory) else None
+        model = self.session.model = line.model or self.config.model
+        context = self._tool_context(model)
+        effort = spec.get("reasoning_effort")
+        provider = self.provider(model, str(effort) if effort else None)
+        send_images = self.config.vision is True or (self.config.vision == "auto" and self.session.vision is not False)
+        provider.images = assets().data_url if send_images else None
+        return TurnSetup(
+            prompt=line.prompt,
+            model=model,
+            variant=variant,
+            provider=provider,
+            tools={**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)},
+            context=context,
+            system=self._system_prompt(context, variant, str(spec.get("prompt", "")), emit),
+            options=TurnOptions(
+                approval=self.config.approval,
+                max_steps=int(spec.get("max_steps") or self.config.max_steps),  # type: ignore[call-overload]
+                headless=front.headless,
+                approver=front.approver,
+                runner=front.runner,
+                compact_threshold=self.config.compact_threshold,
+                store=self.config.store,
+                budget_usd=self._budget(model, emit),
+                vision=self.config.vision,
+            ),
+            on_event=self._turn_end(line.prompt, context.notebook_path, emit),
+        )
+
+    def _tool_context(self, model: str) -> ToolContext:
+        """What the tools may touch this turn: the project, the kernel, the task list, the memory stores."""
+        root, notebook = self.root, self.notebook
+        notes = self.notes()
+        memories = self.memories(model) if self.memory_enabled() else None
         provenance = {
             "sessionId": self.session.id,
             "notebook": str(notebook) if notebook else None,
@@ -361,11 +383,10 @@ class Agent:
         }
         if memories is not None:
             memories.provenance = provenance
-        ctx = ToolContext(
+        return ToolContext(
             root=root,
             shell=self.shell,
             notebook_path=notebook,
-            propose=propose,
             abort=self.abort,
             image_max_px=self.config.image_max_px,
             tasks=self.tasks,
@@ -373,85 +394,73 @@ class Agent:
             memories=memories,
             provenance=provenance,
         )
-        approval = self.config.approval
-        # memory is read once, at the start of the turn; the task list is re-read on every step
-        boot = [
-            block for block in (self._notes_block(notes, emit), memories.prompt_block() if memories else "") if block
-        ]
-        tasks = self.tasks
-        # what changed since the last turn: variables lost to a kernel restart (first turn after a
-        # resume only), and cells edited or run outside the agent
+
+    def mcp_context(self) -> ToolContext:
+        """The tool context of another agent's call through ``/mcp serve`` (no Stop: it is not a turn)."""
+        return ToolContext(
+            root=self.root,
+            shell=self.shell,
+            notebook_path=self.notebook,
+            image_max_px=self.config.image_max_px,
+            tasks=self.tasks,
+            notes=self.notes(),
+            memories=self.memories() if self.memory_enabled() else None,
+        )
+
+    def _system_prompt(
+        self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None]
+    ) -> Callable[[], str]:
+        """The system prompt, rebuilt at each step: memory is read once, here, at the start of the turn; the
+        task list is read again on every step; what changed since the last turn (variables lost to a
+        kernel restart, on the first turn after a resume; cells edited or run outside the agent) is told."""
+        boot = "\n".join(
+            b for b in (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "") if b
+        )
         tell_lost, self._tell_lost = self._tell_lost, False
         before = self.session.cells
+        notebook = ctx.notebook_path
         changed = cell_changes.block(before, cell_changes.fingerprint(notebook)) if before is not None else ""
+        tasks, approval = self.tasks, self.config.approval
 
         def lost_block() -> str:
             return restart.prompt_block(self.lost_now()) if tell_lost else ""
 
         def system() -> str:
             return build_system_prompt(
-                root=str(root),
+                root=str(ctx.root),
                 notebook=str(notebook) if notebook else None,
                 approval=approval,
                 agent=variant,
-                variant_prompt=str(spec.get("prompt", "")),
-                blocks=[lambda: "\n".join(boot), tasks.render_prompt_block, lost_block, lambda: changed],
+                variant_prompt=variant_prompt,
+                blocks=[lambda: boot, tasks.render_prompt_block, lost_block, lambda: changed],
             )
 
-        # off the turn's path, while the model answers (a convenience: a failure is one warning at the end)
+        return system
+
+    def _turn_end(self, prompt: str, notebook: Path | None, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        """The turn's events for the view, with what the agent does when the turn ends first: the record is
+        written before the footer says it is saved. The prompt history is appended meanwhile, off the turn's
+        path (a convenience: a failure is one warning at the end)."""
         history_job = files.background(self.history().append, prompt)
         if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private
             self._tighten = files.background(private.tighten_home)
-        if not keep_abort:
-            self.abort.clear()
-        max_steps = int(spec.get("max_steps") or self.config.max_steps)  # type: ignore[call-overload]
-        options = TurnOptions(
-            approval=approval,
-            max_steps=max_steps,
-            headless=headless,
-            compact_threshold=self.config.compact_threshold,
-            store=self.config.store,
-        )
-        if approver is not None:
-            options.approver = approver
-        if runner is not None:
-            options.runner = runner
-        self._budget(options, model, emit)
-        effort = spec.get("reasoning_effort")
 
-        def on_turn_event(event: Event) -> None:
-            if isinstance(event, TurnEnd):  # the record is written before the footer says it is saved
+        def on_event(event: Event) -> None:
+            if isinstance(event, TurnEnd):
                 self._history_problem(history_job, emit)
                 self._tightened(emit)
                 self.mcp.emit_notices(emit)  # an MCP server that died during the turn
                 self._snapshot_cells(notebook)
-                problem = self.save_now() if self.session.messages else None
-                if problem:
-                    emit(Notice(problem, kind="warning"))
+                if self.session.messages:
+                    try:
+                        note = self.save_now()
+                    except StoreError as exc:
+                        note = SAVE_FAILED.format(why=exc)
+                    if note:
+                        emit(Notice(note, kind="warning"))
             emit(event)
 
-        provider = self.provider(model, str(effort) if effort else None)
-        vision = self.config.vision
-        send_images = vision is True or (vision == "auto" and self.session.vision is not False)
-        provider.images = assets().data_url if send_images else None
-        options.vision = vision
-        tools = {**self.tools, **self.mcp.tools_for_turn(root, emit, self.abort, consent)}
-        turn = Turn(
-            self.session,
-            provider,
-            tools,
-            ctx,
-            system,
-            options,
-            on_event=on_turn_event,
-            abort=self.abort,
-        )
-        self.turning = True
-        try:
-            return turn.run(prompt)
-        finally:
-            self.turning = False
-            self.mcp.flush_notes()  # what other agents did meanwhile
+        return on_event
 
     def _tightened(self, emit: Callable[[Event], None]) -> None:
         """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it
@@ -490,22 +499,18 @@ class Agent:
             emit(Notice(f"memory: {count} notes about this project"))  # the seed's words, plural always
         return block
 
-    def _budget(self, options: TurnOptions, model: str, emit: Callable[[Event], None]) -> None:
+    def _budget(self, model: str, emit: Callable[[Event], None]) -> float | None:
+        """The turn's spend limit: ``Shiro.budget_usd``, or None when there is none or the model has no
+        price (then said once per kernel: such a budget cannot be checked)."""
         budget = self.config.budget_usd
         if budget is None:
-            return
+            return None
         if price_of(model) is None:
             if not self._budget_warned:
                 self._budget_warned = True
-                emit(
-                    Notice(
-                        f"Shiro.budget_usd is {budget_money(budget)}, but {model} has no known price, so "
-                        "the budget cannot be checked; turns are not stopped by it",
-                        kind="warning",
-                    )
-                )
-            return
-        options.budget_usd = float(budget)
+                emit(Notice(unpriced_budget(budget, model), kind="warning"))
+            return None
+        return float(budget)
 
     def _snapshot_cells(self, notebook: Path | None) -> None:
         """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""

@@ -70,18 +70,24 @@ def _resume(agent: Agent, arg: str) -> str:
 
 
 def _save(agent: Agent, arg: str) -> str:
+    from .agent import SAVE_FAILED
+    from .errors import StoreError
+
     if not agent.session.messages:
         return "nothing to save yet: the session has no messages"
-    problem = agent.save_now()
-    return problem or f"saved {agent.session.id}"
+    try:
+        note = agent.save_now()
+    except StoreError as exc:
+        return SAVE_FAILED.format(why=exc)
+    return note or f"saved {agent.session.id}"
 
 
 def _cost(agent: Agent, arg: str) -> str:
     from .store.ids import short_id
+    from .ui.money import cost_line
 
     u = agent.session.usage
-    model = agent.session.model or agent.config.model
-    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else f"unknown (no price for {model})"
+    cost = cost_line(u.cost_usd, agent.session.model or agent.config.model)
     meter = agent.budget_meter()
     return (
         f"session {short_id(agent.session.id)}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "

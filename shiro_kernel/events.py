@@ -92,12 +92,23 @@ class ToolEnd:
     call: ToolCallPart
     result: ToolResultPart
     seconds: float
+    #: the call was not run because it was not approved (the result says why and how to allow it)
+    refused: bool = False
 
 
 @dataclass
 class Notice:
     text: str
     kind: str = "info"  # info | compacted | warning
+
+
+@dataclass
+class BudgetReached:
+    """The session's spend reached ``Shiro.budget_usd`` (or the next step would pass it): the turn stops
+    before the next model call. Views say so in money (:func:`shiro_kernel.ui.money.budget_message`)."""
+
+    spent_usd: float
+    budget_usd: float
 
 
 @dataclass
@@ -109,5 +120,5 @@ class TurnEnd:
     error: str | None = None
 
 
-TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | TurnEnd
+TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | TurnEnd
 Event = ProviderEvent | TurnEvent

@@ -24,25 +24,8 @@ from .config import Shiro
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .line import Line
     from .ui.live import LiveController
-
-SESSION_SWITCHES = ("new", "cont", "resume")
-#: ``--mute``, ``--no-memory``, ``--memory``: they hold for the rest of the session, and need no prompt
-SESSION_FLAGS = ("mute", "no_memory", "memory_on")
-
-
-class Parsed:
-    """A ``%shiro`` line: the options read from its start, and the prompt (a plain class: ``%load_ext``
-    imports this module, and a dataclass costs ~1 ms to create)."""
-
-    __slots__ = ("options", "prompt")
-
-    def __init__(self, prompt: str = "", options: dict[str, Any] | None = None) -> None:
-        self.prompt = prompt
-        self.options: dict[str, Any] = {} if options is None else options
-
-    def __repr__(self) -> str:
-        return f"Parsed(prompt={self.prompt!r}, options={self.options!r})"
 
 
 def _declare(fn: Any) -> Any:
@@ -77,9 +60,12 @@ def _declare(fn: Any) -> Any:
     return fn
 
 
-def parse_line(line: str, parser: Any = None) -> Parsed:
+def parse_line(line: str, parser: Any = None) -> Line:
     """Split the leading options (as ``parser`` declares them; default: ``%shiro``'s) from the prompt; the
-    prompt keeps its own spacing and quotes. ``--`` ends the options."""
+    prompt keeps its own spacing and quotes. ``--`` ends the options. The line module is imported here, on
+    the first ``%shiro``, not at ``%load_ext`` (creating its dataclass costs ~1 ms)."""
+    from .line import Line
+
     parser = parser or options_parser()
     takes_value = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
     tokens: list[str] = []
@@ -103,8 +89,21 @@ def parse_line(line: str, parser: Any = None) -> Parsed:
                 raise UsageError(f"%shiro: {name} needs a value, e.g. {name} NAME")
             tokens.append(value)
             rest = rest.lstrip()
-    options = {k: v for k, v in vars(parser.parse_args(tokens)).items() if k != "prompt" and v not in (None, False)}
-    return Parsed(rest, options)
+    o = vars(parser.parse_args(tokens))
+    mute = tuple(n.strip() for n in (o.get("mute") or "").split(",") if n.strip())
+    memory = False if o.get("no_memory") else True if o.get("memory_on") else None
+    return Line(
+        rest,
+        wait=bool(o.get("wait")),
+        new=bool(o.get("new")),
+        cont=bool(o.get("cont")),
+        resume=o.get("resume"),
+        memory=memory,
+        mute=mute,
+        model=o.get("model"),
+        agent=o.get("agent"),
+        again=bool(o.get("again")),
+    )
 
 
 _HELP_TAIL = """
@@ -140,77 +139,73 @@ class ShiroMagics(Magics):
     def shiro_cell(self, line: str, cell: str) -> None:
         """%%shiro [options] — the cell body is the prompt (options as for %shiro)."""
         parsed = parse_line(line)
-        parsed.prompt = "\n".join(x for x in (parsed.prompt, cell.strip()) if x)
-        self._run(parsed)
+        self._run(parsed.with_prompt("\n".join(x for x in (parsed.prompt, cell.strip()) if x)))
 
-    def _run(self, parsed: Parsed) -> None:
+    def _run(self, line: Line) -> None:
         from .errors import ShiroError
 
         try:
-            self._dispatch(parsed)
+            self._dispatch(line)
         except ShiroError as exc:
             raise UsageError(f"%shiro: {exc}") from None
 
-    def _dispatch(self, parsed: Parsed) -> None:
+    def _dispatch(self, line: Line) -> None:
+        """Act on a parsed line, as :attr:`Line.action` says: a slash command, a turn (in the background
+        with a widget frontend, else blocking), a session switch, flags for the session."""
         from IPython.display import display
 
         from . import commands
         from .config import agent_variant
+        from .line import GIVE_A_PROMPT
         from .ui import kernel
         from .ui.kernel import has_frontend
         from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
 
-        opts, prompt = parsed.options, parsed.prompt
-        agent = self.agent
+        agent, action = self.agent, line.action
         try:
-            agent_variant(self.settings, opts.get("agent"))
+            agent_variant(self.settings, line.agent)
         except ValueError as exc:
             raise UsageError(f"%shiro: {exc}") from None
-        self._session_flags(agent, opts)
-        turn_options = {"model": opts.get("model"), "agent": opts.get("agent")}
-        switch = {k: opts[k] for k in SESSION_SWITCHES if k in opts}
+        self._session_flags(agent, line)
         live = self._controller()
         if live is not None and live.busy:
-            if opts.get("wait"):  # wait for the running turn and everything queued before this one
+            if line.wait:  # wait for the running turn and everything queued before this one
                 live.wait_idle()
-            elif prompt or switch:
-                live.submit_prompt(prompt, turn_options, switch)
+            elif action in ("command", "turn", "switch"):
+                live.submit_line(line)
                 return
-            elif opts.keys() & SESSION_FLAGS:  # applied above, for the turns that start from now on
+            elif action == "flags":  # applied above, for the turns that start from now on
                 print("(from the next turn on: the running turn keeps the memory it started with)")
                 return
             else:
-                raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
-        line = agent.start(new=bool(opts.get("new")), cont=bool(opts.get("cont")), resume=opts.get("resume"))
-        if line:
-            print(line)
-        if not prompt:
-            if switch or opts.keys() & SESSION_FLAGS:
-                return  # switching session, muting or turning memory off needs no prompt
-            raise UsageError("%shiro: give a prompt, e.g. %shiro what columns does df have?")
-        if prompt.startswith("/"):
-            text = commands.run(agent, prompt)
+                raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
+        said = agent.start(new=line.new, cont=line.cont, resume=line.resume)
+        if said:
+            print(said)
+        if action in ("switch", "flags"):
+            return  # switching session, muting or turning memory off needs no prompt
+        if action == "empty":
+            raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
+        if action == "command":
+            text = commands.run(agent, line.prompt)
             display({"text/plain": text, "text/markdown": f"```text\n{text}\n```"}, raw=True)
             return
-        if live is not None and not opts.get("wait"):
-            live.submit_prompt(prompt, turn_options)
+        if live is not None and not line.wait:
+            live.submit_line(line)
             return
         limit: float | None = self.settings.turn_timeout_s
         if limit is None and live is None and not kernel.widget_frontend(self.shell, "auto"):
             limit = HEADLESS_TURN_LIMIT_S  # headless (nbclient, papermill, terminal IPython): never forever
-        run_blocking(agent, prompt, turn_options, live=has_frontend(self.shell), limit_s=limit)
+        run_blocking(agent, line, live=has_frontend(self.shell), limit_s=limit)
 
-    def _session_flags(self, agent: Agent, opts: dict[str, Any]) -> None:
+    def _session_flags(self, agent: Agent, line: Line) -> None:
         """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""
-        if "mute" in opts:
-            names = [n.strip() for n in opts["mute"].split(",") if n.strip()]
-            agent.muted = sorted(set(agent.muted) | set(names))
-            for warning in agent.memories().mute_warnings(names):
+        if line.mute:
+            agent.muted = sorted(set(agent.muted) | set(line.mute))
+            for warning in agent.memories().mute_warnings(list(line.mute)):
                 print(warning, file=sys.stderr)
-        if opts.get("no_memory"):
-            print(agent.set_memory(False))
-        elif opts.get("memory_on"):
-            print(agent.set_memory(True))
+        if line.memory is not None:
+            print(agent.set_memory(line.memory))
 
     def _controller(self) -> LiveController | None:
         """The controller of background turns when they run here (a widget frontend), else None."""

@@ -18,14 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from .approval import ALWAYS, APPROVE, ASK, DENY, HEADLESS_NOTICE, LATER, Approver, decide, headless_approver, refusal
 from .context import rules
 from .context.limits import limit_images, limit_sizes
 from .context.measure import DEFAULT_THRESHOLD
 from .context.meter import Record, wire_ready
 from .context.prune import prune_to_fit
 from .context.rules import detach_provider_items
-from .errors import TurnTimeout
+from .errors import ProviderError, TurnTimeout
 from .events import (
+    BudgetReached,
     Done,
     Error,
     Event,
@@ -46,8 +48,6 @@ from .text import cut
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, Part, ToolCallPart, ToolResultPart
 
-APPROVE, DENY, ALWAYS, LATER = "approve", "deny", "always", "later"
-
 
 class ProviderLike(Protocol):
     def stream(
@@ -55,30 +55,22 @@ class ProviderLike(Protocol):
     ) -> Any: ...
 
 
-#: asks the user about one call; returns APPROVE, DENY, ALWAYS, or LATER (leave it pending)
-Approver = Callable[[ToolCallPart, Tool], str]
 #: runs a tool call somewhere (inline, or on the kernel's thread) and returns its result
 Runner = Callable[[Callable[[], ToolResultPart]], ToolResultPart]
 
 
-def headless_approver(call: ToolCallPart, tool: Tool) -> str:
-    return DENY
+class ModelFailed(ProviderError):
+    """A model call failed for good: the step's :class:`~shiro_kernel.events.Error` as an exception, with
+    what arrived before it (``partial``: a stream that broke after showing something) and whether anything
+    of the step reached the user (``shown``: then it is not retried)."""
+
+    def __init__(self, error: Error, partial: Done | None = None, shown: bool = False) -> None:
+        super().__init__(error.message, error.status, kind=error.kind)
+        self.error = error
+        self.partial = partial
+        self.shown = shown
 
 
-HEADLESS_DENIAL = (
-    "Error: not approved — this run cannot show approval buttons (no widget frontend) and "
-    'Shiro.approval is "ask", so {name} was not run. To allow it, run '
-    '`%config Shiro.approval = "auto"` and ask again.'
-)
-HEADLESS_NOTICE = (
-    "this run cannot show approval buttons, so calls that change something were not run; to allow them in a "
-    'headless run you trust, run %config Shiro.approval = "auto" and ask again'
-)
-USER_DENIAL = "Error: not approved — the user denied this {name} call. Ask before trying something else."
-READ_ONLY_DENIAL = (
-    'Error: not approved — Shiro.approval is "read-only", so {name} is refused. Use the reading tools, '
-    'or the user can run `%config Shiro.approval = "ask"`.'
-)
 INTERRUPTED = "Error: interrupted after {seconds:.1f} s — the user stopped the turn while this call ran"
 TIMED_OUT = "Error: interrupted after {seconds:.1f} s — the turn reached its time limit while this call ran"
 ABORTED = "Error: not run — the user stopped the turn before this call ran."
@@ -99,11 +91,13 @@ NO_VISION_NOTICE = (
     "this model does not take images: the step was re-sent with text descriptions of the figures instead, and "
     "this session will keep doing so (%config Shiro.vision = True sends images again)"
 )
-BUDGET_REACHED = "budget reached: {spent} of {budget} spent — raise it with %config Shiro.budget_usd = {suggest}"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TurnOptions:
+    """How a turn runs: its policies and limits, and the two seams a view provides (the approver, which
+    asks the user, and the runner, which runs a tool where it must run)."""
+
     approval: str = "ask"  # ask | auto | read-only
     max_steps: int = 50
     headless: bool = True  # no frontend can show approval buttons
@@ -189,21 +183,18 @@ class Turn:
                 return TurnEnd("aborted", self.usage)
             over = self._over_budget(last_cost)
             if over is not None:
-                self.on_event(Notice(over, kind="warning"))
+                self.on_event(over)
                 return TurnEnd("budget", self.usage)
             self.on_event(StepStart(step))
-            done, error = self._call_model(specs)
-            if done is not None:
-                if done.message.parts:
-                    self.session.append(done.message)
-                last_cost = done.usage.cost_usd or 0.0
-                self.usage = self.usage + done.usage
-                self.session.add_usage(done.usage)
-            if error is not None:
-                return TurnEnd("error", self.usage, error=error.message)
+            try:
+                done = self._call_model(specs)
+            except ModelFailed as failed:
+                if failed.partial is not None:  # what arrived before the failure is kept
+                    self._record(failed.partial)
+                return TurnEnd("error", self.usage, error=failed.error.message)
+            last_cost = self._record(done)
             if self.abort.is_set():
                 return TurnEnd("aborted", self.usage)
-            assert done is not None
             calls = done.message.tool_calls()
             if not calls:
                 return TurnEnd("answered", self.usage)
@@ -220,15 +211,23 @@ class Turn:
         )
         return TurnEnd("max_steps", self.usage)
 
-    def _over_budget(self, next_cost: float) -> str | None:
-        """The one line that stops the turn when the session's spend has reached the budget, or the
-        next step (estimated as the previous one's cost) would pass it; else None."""
+    def _record(self, done: Done) -> float:
+        """Append a step's answer and count its usage; returns its cost (the estimate of the next step)."""
+        if done.message.parts:
+            self.session.append(done.message)
+        self.usage = self.usage + done.usage
+        self.session.add_usage(done.usage)
+        return done.usage.cost_usd or 0.0
+
+    def _over_budget(self, next_cost: float) -> BudgetReached | None:
+        """What stops the turn when the session's spend has reached the budget, or the next step
+        (estimated as the previous one's cost) would pass it; else None."""
         budget = self.options.budget_usd
         if budget is None:
             return None
         spent = self.session.usage.cost_usd or 0.0
         if spent >= budget or spent + next_cost > budget:
-            return budget_message(spent, budget)
+            return BudgetReached(spent, budget)
         return None
 
     # -- one model call ----------------------------------------------------------------------------
@@ -273,41 +272,40 @@ class Turn:
             self.on_event(Notice(text, kind="compacted"))
         return result.messages
 
-    def _call_model(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None]:
+    def _call_model(self, specs: list[dict[str, Any]]) -> Done:
+        """One step's model call, repaired and rerun where a failure allows it; raises :class:`ModelFailed`."""
         while True:
-            done, error, shown = self._call_once(specs)
-            if (
-                error is not None
-                and not shown
-                and not self._inlined
-                and not self.abort.is_set()
-                and error.kind == "item_not_found"
-            ):
-                # The provider lost an item the history refers to: retrying as is fails the same way
-                # every time, so the session's own history goes inline (once per turn) and the step reruns.
-                self._inlined = True
-                self.session.messages[:] = detach_provider_items(self.session.messages)
-                self.session.changed()
-                self.on_event(Notice(INLINE_RETRY_NOTICE))
-                continue
-            if (
-                error is not None
-                and not shown
-                and not self.abort.is_set()
-                and error.kind == "images_unsupported"
-                and self.options.vision == "auto"
-                and getattr(self.provider, "images", None) is not None
-            ):
-                # The model takes no images: the step reruns with each image's text stand-in (a figure's
-                # title, axes and series), and the session remembers not to send images to it.
-                self.provider.images = None  # type: ignore[attr-defined]
-                self.session.vision = False
-                self.session.changed()
-                self.on_event(Notice(NO_VISION_NOTICE, kind="warning"))
-                continue
-            return done, error
+            try:
+                return self._call_once(specs)
+            except ModelFailed as failed:
+                if failed.shown or self.abort.is_set() or not self._repairable(failed.error.kind):
+                    raise
 
-    def _call_once(self, specs: list[dict[str, Any]]) -> tuple[Done | None, Error | None, bool]:
+    def _repairable(self, kind: str | None) -> bool:
+        """Repair what the failure ``kind`` names, for a rerun of the step; False when it cannot be."""
+        if kind == "item_not_found" and not self._inlined:
+            # The provider lost an item the history refers to: retrying as is fails the same way
+            # every time, so the session's own history goes inline (once per turn) and the step reruns.
+            self._inlined = True
+            self.session.messages[:] = detach_provider_items(self.session.messages)
+            self.session.changed()
+            self.on_event(Notice(INLINE_RETRY_NOTICE))
+            return True
+        if (
+            kind == "images_unsupported"
+            and self.options.vision == "auto"
+            and getattr(self.provider, "images", None) is not None
+        ):
+            # The model takes no images: the step reruns with each image's text stand-in (a figure's
+            # title, axes and series), and the session remembers not to send images to it.
+            self.provider.images = None  # type: ignore[attr-defined]
+            self.session.vision = False
+            self.session.changed()
+            self.on_event(Notice(NO_VISION_NOTICE, kind="warning"))
+            return True
+        return False
+
+    def _call_once(self, specs: list[dict[str, Any]]) -> Done:
         done: Done | None = None
         error: Error | None = None
         shown = False  # has anything of this step reached the user?
@@ -324,10 +322,16 @@ class Turn:
                 if isinstance(event, (TextDelta, ReasoningDelta, ToolCallEvent)):
                     shown = True
                 self.on_event(event)
-        if done is not None:
-            for call in done.message.tool_calls():
-                self.on_event(ToolCallEvent(call))
-        return done, error, shown
+        if error is not None:
+            raise ModelFailed(error, done, shown)
+        if done is None:
+            if self.abort.is_set():  # a stream stopped by the user: nothing of it is kept
+                return Done(Message("assistant", []))
+            # a provider ends with Done or Error; one that ends with neither has failed
+            raise ModelFailed(Error("The model server ended the answer without finishing it."), None, shown)
+        for call in done.message.tool_calls():
+            self.on_event(ToolCallEvent(call))
+        return done
 
     # -- tool calls --------------------------------------------------------------------------------
     def _answer_calls(self, calls: list[ToolCallPart]) -> bool:
@@ -351,18 +355,12 @@ class Turn:
             started = time.perf_counter()
             self._running = (call, started)
             if verdict == DENY:
-                text = (
-                    READ_ONLY_DENIAL
-                    if self.options.approval == "read-only"
-                    else HEADLESS_DENIAL
-                    if self.options.headless
-                    else USER_DENIAL
-                ).format(name=call.name)
+                text = refusal(self.options.approval, self.options.headless, call.name)
                 result = ToolResultPart(call.call_id, call.name, text, is_error=True)
             else:
                 result = self._run_tool(call)
             self._running = None
-            self.on_event(ToolEnd(call, result, time.perf_counter() - started))
+            self.on_event(ToolEnd(call, result, time.perf_counter() - started, refused=verdict == DENY))
             if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
                 self._told_headless = True  # once per turn: how to let such calls run here
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))
@@ -374,12 +372,10 @@ class Turn:
         return not waiting
 
     def _approval(self, call: ToolCallPart, tool: Tool | None) -> str:
-        if tool is None or not tool.mutates or self.options.approval == "auto":
-            return APPROVE
-        if self.options.approval == "read-only":
-            return DENY
-        if call.name in self.session.always_allowed:
-            return APPROVE
+        verdict = decide(self.options.approval, tool, allowed=call.name in self.session.always_allowed)
+        if verdict != ASK:
+            return verdict
+        assert tool is not None  # decide() asks only about a known tool
         verdict = self.options.approver(call, tool)
         if verdict == ALWAYS:
             self.session.always_allowed.add(call.name)
@@ -413,26 +409,3 @@ def _cap_step(results: list[ToolResultPart]) -> None:
                 cut(r.output, share, tail=share // 4)
                 + f"\n[{len(results)} results this step: each was cut to {share:,}]"
             )
-
-
-def money(value: float) -> str:
-    """``$0.0123`` — four decimals, the precision of the footer."""
-    return f"${value:.4f}"
-
-
-def budget_money(value: float) -> str:
-    """A budget in dollars: ``$0.50``; amounts below a cent keep their digits (``$0.002``)."""
-    if abs(value * 100 - round(value * 100)) < 1e-9:
-        return f"${value:.2f}"
-    return "$" + budget_amount(value)
-
-
-def budget_amount(value: float) -> str:
-    """A budget as typed in ``%config``: ``0.5``, ``1``, ``0.002``."""
-    return f"{value:.6f}".rstrip("0").rstrip(".") or "0"
-
-
-def budget_message(spent: float, budget: float) -> str:
-    return BUDGET_REACHED.format(
-        spent=money(spent), budget=budget_money(budget), suggest=budget_amount(budget * 2 if budget > 0 else 1.0)
-    )

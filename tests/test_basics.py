@@ -27,10 +27,17 @@ def test_cost_priced_and_unpriced():
 
 
 def test_parse_line_options_then_prompt():
+    from shiro_kernel.line import Line
+
     p = parse_line("--wait --model gpt-4o what's -1 + 1?")
-    assert p.options == {"wait": True, "model": "gpt-4o"} and p.prompt == "what's -1 + 1?"
+    assert p == Line("what's -1 + 1?", wait=True, model="gpt-4o")
+    assert p.action == "turn"
     assert parse_line("-- -x is a flag?").prompt == "-x is a flag?"
-    assert parse_line("--agent=deep  plan it").options["agent"] == "deep"
+    assert parse_line("--agent=deep  plan it").agent == "deep"
+    assert parse_line("--no-memory --mute a,b").action == "flags"
+    assert parse_line("--no-memory --mute a,b") == Line(memory=False, mute=("a", "b"))
+    assert parse_line("--new").action == "switch" and parse_line("/todos").action == "command"
+    assert parse_line("").action == "empty"
     with pytest.raises(UsageError):
         parse_line("--bogus hi")
     with pytest.raises(UsageError):

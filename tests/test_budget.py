@@ -8,12 +8,14 @@ from kernelutil import outputs_text, run_notebook
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
-from shiro_kernel.events import Notice, TurnEnd, Usage
+from shiro_kernel.events import BudgetReached, Notice, TurnEnd, Usage
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema
-from shiro_kernel.turn import Turn, TurnOptions, budget_message
+from shiro_kernel.turn import Turn, TurnOptions
+from shiro_kernel.ui.money import budget_message
 
 KEY = "sk-test-budget-0000"
 TOOLS = {
@@ -58,8 +60,12 @@ def test_a_step_that_would_pass_the_budget_is_not_sent(monkeypatch, fake_openai,
     end = turn.run("add")
     assert end.reason == "budget"
     assert len(fake_openai.requests) == 1
-    notices = [e.text for e in events if isinstance(e, Notice)]
-    assert notices == ["budget reached: $0.3500 of $0.60 spent — raise it with %config Shiro.budget_usd = 1.2"]
+    # the turn says it in numbers; the views say it in money
+    assert [e for e in events if isinstance(e, (Notice, BudgetReached))] == [BudgetReached(0.35, 0.60)]
+    reached = next(e for e in events if isinstance(e, BudgetReached))
+    assert budget_message(reached.spent_usd, reached.budget_usd) == (
+        "budget reached: $0.3500 of $0.60 spent — raise it with %config Shiro.budget_usd = 1.2"
+    )
     # the call of step 1 got its result: the transcript is consistent for the next turn
     assert [m.role for m in turn.session.messages] == ["user", "assistant", "tool"]
 
@@ -97,8 +103,8 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     agent2 = Agent(None, config)
     fake_openai.enqueue(Reply(text="one", usage=BIG), Reply(text="two", usage=BIG))
     seen: list = []
-    assert agent2.ask("hi", on_event=seen.append).reason == "answered"
-    assert agent2.ask("again", on_event=seen.append).reason == "answered"  # not blocked
+    assert agent2.ask("hi", Frontend(on_event=seen.append)).reason == "answered"
+    assert agent2.ask("again", Frontend(on_event=seen.append)).reason == "answered"  # not blocked
     unpriced = [e.text for e in seen if isinstance(e, Notice)]
     assert unpriced == [
         "Shiro.budget_usd is $0.50, but my-local-model has no known price, so the budget "

@@ -11,6 +11,7 @@ import pytest
 from fakeopenai import Call, Fault, Reply
 from turnutil import KEY, TOOLS, make_turn
 
+from shiro_kernel.approval import ALWAYS, DENY, LATER
 from shiro_kernel.context.rules import pending_calls
 from shiro_kernel.events import Notice, TextDelta, ToolEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
@@ -18,7 +19,7 @@ from shiro_kernel.session import Session
 from shiro_kernel.tools import Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
-from shiro_kernel.turn import ALWAYS, DENY, LATER, Turn, TurnOptions
+from shiro_kernel.turn import Turn, TurnOptions
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.context.limits import WIRE_ARGUMENT_CHARS
 from shiro_kernel.events import Notice, TurnEnd
 from shiro_kernel.memory.notes import NoteStore
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.tools import ToolContext, all_tools
 from shiro_kernel.turn import STEP_OUTPUT_CHARS, TurnOptions
 from shiro_kernel.ui.text_view import time_limit
@@ -164,8 +165,8 @@ def test_the_boot_header_is_shown_once_when_a_session_starts_with_notes(env, tmp
     agent = Agent(None, Shiro())
     env.enqueue(Reply(text="one"), Reply(text="two"))
     seen: list = []
-    agent.ask("first", on_event=seen.append)
-    agent.ask("second", on_event=seen.append)
+    agent.ask("first", Frontend(on_event=seen.append))
+    agent.ask("second", Frontend(on_event=seen.append))
     headers = [e.text for e in seen if isinstance(e, Notice) and e.text.startswith("memory:")]
     assert headers == ["memory: 2 notes about this project"]
     agent.close()

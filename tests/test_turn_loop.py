@@ -11,11 +11,12 @@ from fakemodel import FakeModel, HistoryRuleBroken
 from fakeopenai import Call, Reply
 from turnutil import TOOLS
 
+from shiro_kernel.approval import ALWAYS, APPROVE, DENY, LATER
 from shiro_kernel.events import Error, Notice, StepStart, TextDelta, ToolStart, TurnEnd
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn import ALWAYS, APPROVE, DENY, LATER, Turn, TurnOptions
+from shiro_kernel.turn import Turn, TurnOptions
 
 
 def turn(model: FakeModel, tmp_path, events: list, **options) -> Turn:

@@ -168,17 +168,18 @@ def rebuild(
     """``/rebuild``: re-run the recorded code that made the lost variables, in order and each block once,
     through the ``python`` tool under the approval rules of a turn. Returns the text to show and the
     variables still missing afterwards (name -> code)."""
-    from ..turn import HEADLESS_DENIAL, READ_ONLY_DENIAL  # the turn's own refusal texts
+    from ..approval import ASK, DENY, decide, refusal  # the turn's own rule and refusal texts
 
     if namespace is None:
         return "nothing to rebuild: there is no kernel namespace here", {}
     lost = missing(session.messages, namespace)
     if not lost:
         return "nothing to rebuild: every variable the earlier turns created still exists", {}
-    if approval == "read-only":
-        return READ_ONLY_DENIAL.format(name="/rebuild"), lost
-    if approval != "auto" and "python" not in session.always_allowed:
-        return HEADLESS_DENIAL.format(name="/rebuild").replace(" and ask again.", " and run /rebuild again."), lost
+    verdict = decide(approval, tools.get("python"), allowed="python" in session.always_allowed)
+    if verdict == DENY:
+        return refusal(approval, True, "/rebuild"), lost
+    if verdict == ASK:  # a slash command shows no buttons: refused as a headless call is
+        return refusal(approval, True, "/rebuild").replace(" and ask again.", " and run /rebuild again."), lost
     blocks = rebuild_code(session.messages, lost)
     failures: list[str] = []
     for number, code in enumerate(blocks, 1):

@@ -1,6 +1,7 @@
 """One agent's MCP, both ways: the user's servers for its turns, and ``/mcp serve`` for other agents.
 
-:class:`McpLink` is what :class:`~shiro_kernel.agent.Agent` holds. It creates the client manager on the
+:class:`McpLink` is what :class:`~shiro_kernel.agent.Agent` holds; it is handed :class:`McpSeams` (the settings,
+the agent's tools, a tool-context factory, where notes go), never the agent itself. It creates the client manager on the
 first turn (or ``/mcp``) that finds servers configured (``.mcp.json`` at the project root or
 ``Shiro.mcp_servers``), and the kernel server on ``/mcp serve``.
 
@@ -24,15 +25,16 @@ Invariants:
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import redact
+from ..approval import ALWAYS, APPROVE, ASK, decide
 from ..context import rules
 from ..errors import StoreError
 from ..events import Event, Notice
@@ -45,7 +47,8 @@ from .gate import ConsentGate
 from .token_file import delete_token_file, write_token_file
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..config import Shiro
+    from ..session import Session
     from .client import McpManager
     from .server import McpKernelServer
 
@@ -72,9 +75,28 @@ NOTE_ARGS_CHARS, NOTE_RESULT_CHARS = 1_000, 2_000
 EXTERNAL_NOTE = "[{client} used this kernel through MCP: {tool}({args})]\n{result}"
 
 
+@dataclass(frozen=True)
+class McpSeams:
+    """What MCP needs from the agent it serves, and nothing more."""
+
+    #: ``mcp_servers``, ``approval`` and ``frontend`` are read when used (``%config`` may change them)
+    settings: Shiro
+    #: the agent's own tools: ``/mcp serve`` offers some of them to other agents
+    tools: Mapping[str, Tool]
+    shell: Any
+    #: a tool context for another agent's call (the project, the namespace, the task list, memory)
+    context: Callable[[], ToolContext]
+    #: the session other agents' calls are recorded in
+    session: Callable[[], Session]
+    #: a turn is running: notes of other agents' calls wait until it ends
+    busy: Callable[[], bool]
+    #: set by Stop: a turn waiting for an answer about a repository's server gives up
+    abort: threading.Event
+
+
 class McpLink:
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, seams: McpSeams) -> None:
+        self.seams = seams
         self.manager: McpManager | None = None
         self.server: McpKernelServer | None = None
         self._notes: list[Message] = []  # other agents' calls not yet in the session
@@ -84,7 +106,6 @@ class McpLink:
         #: to: widget updates reach the cell after it finished, whatever the frontend does with late outputs
         self._panel: Any = None
         self._always: set[tuple[str, str]] = set()  # (client, tool) allowed for this session
-        self.asking: Any = None  # the approval box shown last (its buttons), for tests and tools
         self._told_missing = False  # the "mcp is not installed" notice is shown once per kernel
         #: which of the repository's servers may start: the user's allowances and this kernel's answers
         self.gate = ConsentGate()
@@ -92,7 +113,7 @@ class McpLink:
 
     # -- the client side ---------------------------------------------------------------------------
     def configured(self, root: Path) -> bool:
-        return bool(self.agent.config.mcp_servers) or (root / ".mcp.json").is_file()
+        return bool(self.seams.settings.mcp_servers) or (root / ".mcp.json").is_file()
 
     def _manager(
         self, root: Path, emit: Callable[[Event], None] | None = None, ask: ConsentAsker | None = None
@@ -103,8 +124,8 @@ class McpLink:
             from .client import McpManager
 
             self.manager = McpManager(root)
-        configs = self.manager.load(root, dict(self.agent.config.mcp_servers))
-        self.manager.configure(configs, self.gate.hold(root, configs, ask, emit, self.agent.abort))
+        configs = self.manager.load(root, dict(self.seams.settings.mcp_servers))
+        self.manager.configure(configs, self.gate.hold(root, configs, ask, emit, self.seams.abort))
         return self.manager
 
     def tools_for_turn(
@@ -183,7 +204,7 @@ class McpLink:
         """``/mcp allow NAME…``: let these servers of the repository's ``.mcp.json`` start, now and later (as
         long as their definition stays the same)."""
         try:
-            configs = load_config(root, dict(self.agent.config.mcp_servers))
+            configs = load_config(root, dict(self.seams.settings.mcp_servers))
         except McpConfigError as exc:
             return str(exc)
         if not names:
@@ -198,7 +219,7 @@ class McpLink:
         if not names:
             return "usage: /mcp deny NAME [NAME…]"
         try:
-            configs = load_config(root, dict(self.agent.config.mcp_servers))
+            configs = load_config(root, dict(self.seams.settings.mcp_servers))
         except McpConfigError:
             configs = {}
         lines = self.gate.deny(root, configs, names)
@@ -214,13 +235,13 @@ class McpLink:
 
         if not installed():
             return f"{NOT_INSTALLED}."
-        shell = self.agent.shell
+        shell = self.seams.shell
         self._loop = running_loop(shell)
         if self.server is None:
             from .server import McpKernelServer
 
             self.server = McpKernelServer(
-                self.agent.tools, self._context, self._run_on_main, self._approve, self._record
+                dict(self.seams.tools), self.seams.context, self._run_on_main, self._approve, self._record
             )
         try:
             info = self.server.start()
@@ -232,7 +253,7 @@ class McpLink:
         except StoreError as exc:
             self._stop_server()
             return f"could not write the MCP server's token file, so it was not started: {exc}"
-        if self._loop is not None and widget_frontend(shell, self.agent.config.frontend):
+        if self._loop is not None and widget_frontend(shell, self.seams.settings.frontend):
             import ipywidgets as W
             from IPython.display import display
 
@@ -262,93 +283,50 @@ class McpLink:
             delete_token_file(self.token_file)
             self.token_file = None
 
-    def _context(self) -> ToolContext:
-        agent = self.agent
-        root = agent.root
-        memories = agent.memories() if agent.memory_enabled() else None
-        return ToolContext(
-            root=root,
-            shell=agent.shell,
-            notebook_path=agent.notebook,
-            image_max_px=agent.config.image_max_px,
-            tasks=agent.tasks,
-            notes=agent.notes(),
-            memories=memories,
-        )
-
     def _run_on_main(self, job: Callable[[], Any]) -> Any:
-        """Run ``job`` on the kernel's thread (between cells) and wait; in place outside a kernel."""
+        """Run ``job`` on the kernel's thread (between cells) and wait; in place outside a kernel (one call
+        at a time, as on the kernel's thread)."""
+        from ..ui.kernel import call_on_main
+
         loop = self._loop
-        if loop is None or threading.current_thread() is threading.main_thread() or loop.is_closed():
+        if loop is None or loop.is_closed():
             with self._lock:
                 return job()
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def run() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(job())
-                except BaseException as exc:
-                    future.set_exception(exc)
-
-        loop.call_soon_threadsafe(run)
-        return future.result()
+        return call_on_main(job, loop.call_soon_threadsafe)
 
     def _approve(self, client: str, call: ToolCallPart) -> bool:
-        """May ``client`` run this mutating call? Runs on a worker thread; may wait for a click."""
-        approval = self.agent.config.approval
-        if approval == "auto":
-            return True
-        if approval == "read-only":
-            return False
-        if (client, call.name) in self._always:
-            return True
+        """May ``client`` run this call? The notebook's own rule (:func:`~shiro_kernel.approval.decide`),
+        with "Always" kept per client and tool. Runs on a worker thread; may wait for a click."""
+        verdict = decide(
+            self.seams.settings.approval, self.seams.tools.get(call.name), allowed=(client, call.name) in self._always
+        )
+        if verdict != ASK:
+            return verdict == APPROVE
         loop = self._loop
         if loop is None or self._panel is None:
             return False  # nobody can be asked: refused, as a headless turn refuses
         answered = threading.Event()
-        verdict: list[str] = []
+        verdict_given: list[str] = []
 
         def answer(value: str) -> None:
-            verdict.append(value)
+            verdict_given.append(value)
             answered.set()
 
         loop.call_soon_threadsafe(lambda: self._ask(client, call, answer))
         if not answered.wait(APPROVAL_WAIT_S):
             return False
-        if verdict[0] == "always":
+        if verdict_given[0] == ALWAYS:
             self._always.add((client, call.name))
-        return verdict[0] in ("approve", "always")
+        return verdict_given[0] in (APPROVE, ALWAYS)
 
     def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> None:
-        """On the kernel's thread: approval buttons under the ``/mcp serve`` cell."""
-        import html
-
-        import ipywidgets as W
-
+        """On the kernel's thread: the approval box under the ``/mcp serve`` cell, one per request."""
         from ..ui.approval import preview
+        from ..ui.widgets import ApprovalBox
 
-        title, body = preview(call, self.agent.root)
-        label = W.HTML(
-            f"<b>{html.escape(client)} (MCP) wants to {html.escape(title)}</b> <code>{html.escape(call.name)}</code>{body}"
-        )
-        buttons = [
-            W.Button(description="Approve", button_style="success"),
-            W.Button(description="Deny", button_style="danger"),
-            W.Button(description="Always this session"),
-        ]
-        row = W.HBox(buttons)
-        box = W.VBox([label, row])
-
-        def click(value: str) -> None:
-            row.layout.display = "none"
-            said = {"approve": "approved", "deny": "denied", "always": "approved for this session"}[value]
-            label.value = f"{html.escape(client)}: {html.escape(call.name)} {said}"
-            answer(value)
-
-        for button, value in zip(buttons, ("approve", "deny", "always"), strict=True):
-            button.on_click(lambda _b, v=value: click(v))
-        self.asking = box
+        title, body = preview(call, self.seams.context().root)
+        box = ApprovalBox(keep_outcome=True)
+        box.ask(call.name, title, body, answer, who=f"{client} (MCP)")
         self._panel.children = (*self._panel.children[-19:], box)  # the newest 20 requests stay
 
     def _record(self, client: str, tool: str, args: dict[str, Any], result: str) -> None:
@@ -361,12 +339,12 @@ class McpLink:
         )
         with self._lock:
             self._notes.append(Message.user(text))
-        if not self.agent.turning:
+        if not self.seams.busy():
             self.flush_notes()
 
     def flush_notes(self) -> int:
         """Move the waiting notes into the session (not while a call waits for approval)."""
-        session = self.agent.session
+        session = self.seams.session()
         with self._lock:
             if not self._notes or rules.pending_calls(session.messages):
                 return 0

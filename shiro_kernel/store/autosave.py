@@ -92,6 +92,8 @@ class Autosaver:
         self.on_error = on_error or (lambda exc: None)
         self.writes = 0
         self.saved_messages = 0
+        #: the last write's failure, until a write succeeds (what a footer must say instead of "Saved")
+        self.error: StoreError | None = None
         #: this kernel's hold on the session (see :mod:`~shiro_kernel.store.live`); None until taken
         self.lease: Lease | None = None
         #: ids the session was saved away from because another writer changed their record (old ids)
@@ -176,9 +178,12 @@ class Autosaver:
             self._dirty = False  # a change from now on is after this write's snapshot
             try:
                 written = self.store.save(self.session, model=self.model_getter())
-            except BaseException:
+            except BaseException as exc:
                 self._dirty = True
+                if isinstance(exc, StoreError):
+                    self.error = exc
                 raise
+            self.error = None
             if self.session.id != before:  # saved as a copy: the old record changed elsewhere
                 self.moved_from.append(before)
                 self._hold()

@@ -209,3 +209,34 @@ def cell_parent(shell: Any) -> dict[str, Any] | None:
     if not parent:
         parent = getattr(shell, "parent_header", None)
     return dict(parent) if parent else None
+
+
+# -- running a job on the kernel's thread -----------------------------------------------------------
+def call_on_main(
+    job: Callable[[], Any], post: Callable[[Callable[[], None]], Any], busy: Callable[[bool], None] | None = None
+) -> Any:
+    """Run ``job`` on the kernel's main thread and wait for its result (or its exception, a
+    ``KeyboardInterrupt`` included); in place when called there. ``post`` hands a callable to that thread
+    (the live view's inbox, or the loop's ``call_soon_threadsafe``); ``busy`` is told when the job starts
+    and ends (an interrupt then knows a tool is running)."""
+    import concurrent.futures
+
+    if threading.current_thread() is threading.main_thread():
+        return job()
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+    def run() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        if busy is not None:
+            busy(True)
+        try:
+            future.set_result(job())
+        except BaseException as exc:  # KeyboardInterrupt included: the caller turns it into an abort
+            future.set_exception(exc)
+        finally:
+            if busy is not None:
+                busy(False)
+
+    post(run)
+    return future.result()

@@ -20,7 +20,6 @@ keep the blocking path (:mod:`~shiro_kernel.ui.text_view`).
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import queue
 import sys
 import threading
@@ -29,9 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..approval import LATER
 from ..errors import ShiroError
 from ..events import Event, TurnEnd, Usage
-from ..turn import LATER
+from ..line import Line
+from ..prepare import Frontend
 from . import kernel
 from .approval import preview
 from .text_view import context_percent, final_bundle
@@ -100,10 +101,9 @@ class Inbox:
 # -- one turn ------------------------------------------------------------------------------------------
 @dataclass
 class LiveTurn:
-    """A prompt with its view and its cell (``parent``: the execute request it was typed in)."""
+    """A ``%shiro`` line with its view and its cell (``parent``: the execute request it was typed in)."""
 
-    prompt: str
-    options: dict[str, Any] = field(default_factory=dict)
+    line: Line
     view: Any = None
     parent: dict[str, Any] | None = None
     #: on the kernel thread just before the turn starts; returns the text to show instead of running a
@@ -162,10 +162,10 @@ class LiveController:
         return self.running is not None or bool(self.queue)
 
     # -- submitting ----------------------------------------------------------------------------------
-    def submit_prompt(self, prompt: str, options: dict[str, Any], switch: dict[str, Any] | None = None) -> int:
-        """Show a live view for ``prompt`` in the current cell and start it, or queue it behind the running
-        turn (returns the 1-based position; 0 when it started). ``switch`` (``new``/``cont``/``resume``)
-        chooses the session just before the turn starts; a slash command runs then too."""
+    def submit_line(self, line: Line) -> int:
+        """Show a live view for ``line`` in the current cell and start it, or queue it behind the running
+        turn (returns the 1-based position; 0 when it started). Its session switch (``--new``, ``-c``,
+        ``-r``) is made just before the turn starts; a slash command runs then too."""
         from IPython.display import display
 
         from .widgets import TurnView
@@ -176,10 +176,9 @@ class LiveController:
             meter=lambda: context_percent(self.agent),
             tasks=self.agent.tasks.state,
         )
-        prepare = self._prepare(prompt, switch) if switch is not None or prompt.startswith("/") else None
+        prepare = self._prepare(line) if line.switches or line.action == "command" else None
         item = LiveTurn(
-            prompt,
-            options,
+            line,
             view=view,
             parent=kernel.cell_parent(self.shell),
             prepare=prepare,
@@ -194,18 +193,18 @@ class LiveController:
             print(f"queued (position {position})")
         return position
 
-    def _prepare(self, prompt: str, switch: dict[str, Any] | None) -> Callable[[LiveTurn], str | None]:
+    def _prepare(self, line: Line) -> Callable[[LiveTurn], str | None]:
         def prepare(item: LiveTurn) -> str | None:
             from .. import commands
 
             try:
-                line = self.agent.start(**switch) if switch else None
+                said = self.agent.start(new=line.new, cont=line.cont, resume=line.resume) if line.switches else None
             except ShiroError as exc:
                 return f"%shiro: {exc}"
-            if not prompt:
-                return line or "ok"
-            if prompt.startswith("/"):
-                return "\n".join(x for x in (line, commands.run(self.agent, prompt)) if x)
+            if line.action == "switch":
+                return said or "ok"
+            if line.action == "command":
+                return "\n".join(x for x in (said, commands.run(self.agent, line.prompt)) if x)
             return None
 
         return prepare
@@ -225,7 +224,7 @@ class LiveController:
             if item.view is not None:
                 item.view.queued(position)
         if self.running is not None and self.running.view is not None:
-            self.running.view.show_queue([i.prompt for i in self.queue])
+            self.running.view.show_queue([i.line.prompt for i in self.queue])
 
     def _start(self, item: LiveTurn) -> None:
         self.running = item
@@ -238,7 +237,7 @@ class LiveController:
             return
         if item.view is not None:
             item.view.running()
-            item.view.show_queue([i.prompt for i in self.queue])
+            item.view.show_queue([i.line.prompt for i in self.queue])
         self.agent.abort.clear()
         item.thread = threading.Thread(target=self._work, args=(item,), name="shiro-turn", daemon=True)
         item.thread.start()
@@ -260,20 +259,15 @@ class LiveController:
         def on_event(event: Event) -> None:
             post(lambda: self._on_event(item, event))
 
+        front = Frontend(
+            on_event=on_event,
+            headless=False,
+            approver=lambda call, tool: self._approve(item, call),
+            runner=self._run_on_kernel,
+            consent=lambda request: self._consent(item, request),
+        )
         try:
-            opts = item.options
-            end = self.agent.ask(
-                item.prompt,
-                on_event=on_event,
-                model=opts.get("model"),
-                agent=opts.get("agent"),
-                memory=opts.get("memory"),
-                headless=False,
-                keep_abort=True,
-                approver=lambda call, tool: self._approve(item, call),
-                runner=self._run_on_kernel,
-                consent=lambda request: self._consent(item, request),
-            )
+            end = self.agent.ask(item.line, front, keep_abort=True)
         except BaseException as exc:
             end = TurnEnd("error", Usage(0, 0, None), error=f"the turn failed: {type(exc).__name__}: {exc}")
             on_event(end)
@@ -294,23 +288,10 @@ class LiveController:
 
     def _run_on_kernel(self, job: Callable[[], Any]) -> Any:
         """``TurnOptions.runner``: run a tool job on the kernel's thread and wait for its result."""
-        if threading.current_thread() is threading.main_thread():
-            return job()
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        return kernel.call_on_main(job, self.inbox.post, busy=self._busy)
 
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            self._main_job = True
-            try:
-                future.set_result(job())
-            except BaseException as exc:  # KeyboardInterrupt included: the turn turns it into an abort
-                future.set_exception(exc)
-            finally:
-                self._main_job = False
-
-        self.inbox.post(run)
-        return future.result()
+    def _busy(self, running: bool) -> None:
+        self._main_job = running
 
     def _approve(self, item: LiveTurn, call: Any) -> str:
         """``TurnOptions.approver``: show the buttons, wait for a click (or Stop → LATER)."""
@@ -333,8 +314,8 @@ class LiveController:
         return verdict[0]
 
     def _consent(self, item: LiveTurn, request: ConsentRequest) -> str | None:
-        """The consent asker of a live turn: may this repository's MCP server start? The approval buttons,
-        relabelled Allow / Deny while they ask; waits for a click (Stop: None, not answered)."""
+        """The consent asker of a live turn: may this repository's MCP server start? The approval box, as
+        Allow / Deny; waits for a click (Stop: None, not answered)."""
         import html
 
         from ..mcp.consent import ALLOW, DENY, prompt_text
@@ -349,24 +330,16 @@ class LiveController:
             f'<pre style="white-space:pre-wrap;margin:0.3em 0">{html.escape(command)}</pre>'
             f"<div>{html.escape(help_text)}</div>"
         )
-        labels = (view.approve_button.description, view.always_button.layout.display)
-
-        def restore() -> None:
-            view.approve_button.description, view.always_button.layout.display = labels
 
         def answer(value: str) -> None:  # on the kernel's thread, from the button's click
-            restore()
             verdict.append(value)
             answered.set()
 
-        def show() -> None:
-            view.approve_button.description = "Allow"
-            view.always_button.layout.display = "none"  # an allowance is for the project, or nothing
-            view.ask(request.server, title, body, answer)
+        def show() -> None:  # an allowance is for the project, or nothing: no "Always this session"
+            view.ask(request.server, title, body, answer, approve="Allow", always=False)
 
         def withdraw() -> None:
             view.clear_approval()
-            restore()
 
         self.inbox.post(show)
         abort = self.agent.abort

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import (
+    BudgetReached,
     Event,
     Notice,
     ReasoningDelta,
@@ -33,6 +34,7 @@ from ..events import (
 )
 from ..text import first_line, one_line
 from . import outputs
+from .money import budget_message
 from .sanitize import inert_line, inert_markdown, md_code, md_to_html, plain_text
 
 
@@ -48,12 +50,12 @@ class ToolRow:
     started: float | None = None  # time.monotonic() when the call started (the live row's elapsed time)
     outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
     progress: str = ""  # the running call's last progress line
+    refused: bool = False  # not run: not approved (its whole first line says how to allow it)
 
 
 @dataclass
 class TurnLog:
     entries: list[Any] = field(default_factory=list)  # str (text), ToolRow, Notice
-    reasoning_chars: int = 0
     end: TurnEnd | None = None
 
     def feed(self, event: Event) -> bool:
@@ -65,8 +67,7 @@ class TurnLog:
                 self.entries.append(event.text)
             return True
         if isinstance(event, ReasoningDelta):
-            self.reasoning_chars += len(event.text)
-            return False
+            return False  # reasoning is not shown
         if isinstance(event, ToolStart):
             call = event.call
             self.entries.append(
@@ -92,10 +93,14 @@ class TurnLog:
                     row.seconds = event.seconds
                     row.output = event.result.output
                     row.outputs = list(event.result.displays)
+                    row.refused = event.refused
                     break
             return True
         if isinstance(event, Notice):
             self.entries.append(event)
+            return True
+        if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
+            self.entries.append(Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning"))
             return True
         if isinstance(event, TurnEnd):
             self.end = event
@@ -140,7 +145,7 @@ def full_args(arguments: str) -> str:
 
 def refusal_line(row: ToolRow) -> str:
     """The first line of an error result: whole for a refusal (it says how to allow the call), else cut."""
-    if row.output.startswith("Error: not approved"):
+    if row.refused:
         return first_line(row.output, 10_000)
     return first_line(row.output, 160)
 

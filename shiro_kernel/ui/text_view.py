@@ -27,6 +27,7 @@ from .render import (
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from ..line import Line
 
 
 def context_percent(agent: Agent) -> int | None:
@@ -134,21 +135,14 @@ def time_limit(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def run_blocking(
-    agent: Agent, prompt: str, options: dict[str, Any], *, live: bool, limit_s: float | None = None
-) -> TurnEnd:
+def run_blocking(agent: Agent, line: Line, *, live: bool, limit_s: float | None = None) -> TurnEnd:
     """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming), stopped
     after ``limit_s`` seconds."""
+    from ..prepare import Frontend
+
     view = TextView(live=live, details=lambda: turn_details(agent))
     with time_limit(limit_s):
-        return agent.ask(
-            prompt,
-            on_event=view,
-            model=options.get("model"),
-            agent=options.get("agent"),
-            memory=options.get("memory"),
-            headless=True,
-        )
+        return agent.ask(line, Frontend(on_event=view))
 
 
 __all__ = ["TextView", "context_percent", "final_bundle", "run_blocking", "turn_details"]

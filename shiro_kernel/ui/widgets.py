@@ -19,7 +19,7 @@ from typing import Any
 
 import ipywidgets as W
 
-from ..events import Event, Notice, StepStart, ToolEnd, TurnEnd
+from ..events import Event, Notice, StepStart, ToolEnd, ToolStart, TurnEnd
 from ..tasks import MARKERS, progress_bar
 from ..text import one_line
 from .meter import meter_label
@@ -68,6 +68,78 @@ def meter_html(pct: int | None) -> str:
     return f'<span class="shiro-meter shiro-{level}" style="color:{_COLOURS[level]}">{html.escape(label)}</span>'
 
 
+VERDICTS = {"approve": "approved", "deny": "denied", "always": "approved for this session"}
+
+
+class ApprovalBox(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
+    """The one approval UI: what a call would do, and Approve / Deny / Always this session. The notebook's
+    own turns show it in their live view; another agent's calls (``/mcp serve``) get one per request under
+    the serve cell; a repository's MCP server asks with it relabelled Allow / Deny. ``answer`` gets
+    approve | deny | always once, on the kernel's thread (a click)."""
+
+    def __init__(self, *, keep_outcome: bool = False) -> None:
+        self.label = W.HTML("")
+        self.approve_button = W.Button(description="Approve", button_style="success")
+        self.deny_button = W.Button(description="Deny", button_style="danger")
+        self.always_button = W.Button(description="Always this session")
+        self.buttons = W.HBox([self.approve_button, self.deny_button, self.always_button])
+        #: after an answer, show who answered what (another agent's requests) instead of hiding the box
+        self.keep_outcome = keep_outcome
+        self._answer: Callable[[str], None] | None = None
+        self._subject = ""
+        for button, verdict in (
+            (self.approve_button, "approve"),
+            (self.deny_button, "deny"),
+            (self.always_button, "always"),
+        ):
+            button.on_click(lambda _b, v=verdict: self.resolve(v))
+        super().__init__([self.label, self.buttons], layout=W.Layout(display="none"))
+
+    def ask(
+        self,
+        name: str,
+        title: str,
+        body_html: str,
+        answer: Callable[[str], None],
+        *,
+        who: str = "shiro",
+        approve: str = "Approve",
+        always: bool = True,
+    ) -> None:
+        """Show the question for one call (``body_html``: highlighted code, a diff, the text to store)."""
+        self._answer = answer
+        self._subject = f"{who}: {name}"
+        self.approve_button.description = approve
+        self.always_button.layout.display = None if always else "none"
+        self.buttons.layout.display = None
+        self.label.value = (
+            f"<b>{html.escape(who)} wants to {html.escape(title)}</b> <code>{html.escape(name)}</code>{body_html}"
+        )
+        self.layout.display = "flex"
+
+    @property
+    def asking(self) -> bool:
+        """A question is showing and not answered yet."""
+        return self._answer is not None
+
+    def resolve(self, verdict: str) -> None:
+        answer, self._answer = self._answer, None
+        if self.keep_outcome:
+            self.buttons.layout.display = "none"
+            self.label.value = html.escape(f"{self._subject} {VERDICTS[verdict]}")
+        else:
+            self.clear()
+        if answer is not None:
+            answer(verdict)
+
+    def clear(self) -> None:
+        self._answer = None
+        self.layout.display = "none"
+        self.label.value = ""
+        self.approve_button.description = "Approve"  # the next question is a call's, unless it says otherwise
+        self.always_button.layout.display = None
+
+
 class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
     """One turn's live view. Feed it events with :meth:`feed` (on the kernel thread)."""
 
@@ -102,23 +174,13 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         self.task_panel = W.HTML("")
         self.meter = W.HTML("")
         self.queue_panel = W.HTML("")
-        self.approval_label = W.HTML("")
-        self.approve_button = W.Button(description="Approve", button_style="success")
-        self.deny_button = W.Button(description="Deny", button_style="danger")
-        self.always_button = W.Button(description="Always this session")
-        self.approval = W.VBox(
-            [self.approval_label, W.HBox([self.approve_button, self.deny_button, self.always_button])],
-            layout=W.Layout(display="none"),
-        )
+        self.approval = ApprovalBox()
+        self.approval_label = self.approval.label
+        self.approve_button = self.approval.approve_button
+        self.deny_button = self.approval.deny_button
+        self.always_button = self.approval.always_button
         self.stop_button = W.Button(description="Stop", icon="stop", button_style="warning")
         self.stop_button.on_click(lambda _b: on_stop and on_stop())
-        self._answer: Callable[[str], None] | None = None
-        for button, verdict in (
-            (self.approve_button, "approve"),
-            (self.deny_button, "deny"),
-            (self.always_button, "always"),
-        ):
-            button.on_click(lambda _b, v=verdict: self._resolve(v))
         footer = W.HBox([self.stop_button, self.meter, self.status])
         super().__init__([self.entries, self.approval, self.task_panel, self.queue_panel, footer], **kwargs)
         self.add_class("shiro-turn-view")
@@ -133,7 +195,12 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
             return
         if changed:
             self._dirty = True
-            self.request_flush()
+            if isinstance(event, ToolStart):
+                # the call may run on the kernel's thread next, which then draws nothing until it ends:
+                # the row (and the text before it) is shown now, not at the end of the interval
+                self.flush()
+            else:
+                self.request_flush()
 
     def request_flush(self) -> None:
         """Redraw now if the last redraw is old enough, else once at the end of the interval (the
@@ -262,27 +329,21 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         self.show_queue([])
 
     # -- approval -----------------------------------------------------------------------------------
-    def ask(self, name: str, title: str, body_html: str, answer: Callable[[str], None]) -> None:
+    def ask(self, name: str, title: str, body_html: str, answer: Callable[[str], None], **choices: Any) -> None:
         """Show the buttons for one pending call — what it would do as ``body_html`` (highlighted code, a
-        diff: :func:`shiro_kernel.ui.approval.preview`); ``answer`` gets approve | deny | always once."""
+        diff: :func:`shiro_kernel.ui.approval.preview`); ``answer`` gets approve | deny | always once.
+        ``choices``: :meth:`ApprovalBox.ask`'s (``approve="Allow"``, ``always=False``)."""
         if self._dirty:  # the turn pauses here: show everything that led to the question first
             self.flush()
-        self._answer = answer
-        self.approval_label.value = (
-            f"<b>shiro wants to {html.escape(title)}</b> <code>{html.escape(name)}</code>{body_html}"
-        )
-        self.approval.layout.display = "flex"
-
-    def _resolve(self, verdict: str) -> None:
-        answer, self._answer = self._answer, None
-        self.clear_approval()
-        if answer is not None:
-            answer(verdict)
+        self.approval.ask(name, title, body_html, answer, **choices)
 
     def clear_approval(self) -> None:
-        self._answer = None
-        self.approval.layout.display = "none"
-        self.approval_label.value = ""
+        self.approval.clear()
+
+    @property
+    def asking(self) -> bool:
+        """The turn waits for an answer to its approval question."""
+        return bool(self.approval.asking)
 
     @property
     def tool_rows(self) -> list[ToolRow]:

@@ -96,7 +96,16 @@ def test_main_runs_a_table_and_turns_errors_into_one_line(capsys: pytest.Capture
     table = [*cli.commands(), cli.Command("echo", "say a word", add, echo)]
     assert cli.main(["echo", "hi"], table) == 0 and capsys.readouterr().out == "hi\n"
     assert cli.main(["echo", "bad"], table) == 1 and capsys.readouterr().err == "shiro: that word is refused\n"
-    assert [c.name for c in cli.commands()] == ["sessions", "history", "notes", "memory", "bundle", "mcp"]
+    assert [c.name for c in cli.commands()] == [
+        "sessions",
+        "history",
+        "notes",
+        "memory",
+        "bundle",
+        "mcp",
+        "export",
+        "check",
+    ]
 
 
 def test_console_script_via_subprocess(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from kernelutil import outputs_text, run_notebook
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.context import restart
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, ToolCallPart, ToolResultPart
@@ -189,8 +190,8 @@ def test_the_block_goes_to_the_first_turn_after_the_resume_only(shell, monkeypat
     agent = Agent(shell, Shiro(model="gpt-4o-mini"))
     agent.resume(session.id)
     seen: list = []
-    agent.ask("first", on_event=seen.append)
-    agent.ask("second", on_event=seen.append)
+    agent.ask("first", Frontend(on_event=seen.append))
+    agent.ask("second", Frontend(on_event=seen.append))
     block = "these variables they created no longer exist: lost_var"
     assert block in fake_openai.requests[0].body["instructions"]
     assert block not in fake_openai.requests[1].body["instructions"]

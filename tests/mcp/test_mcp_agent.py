@@ -18,6 +18,7 @@ from shiro_kernel.agent import Agent
 from shiro_kernel.commands import run as command
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import Event, Notice, ToolEnd, ToolProgress
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.ui.render import ToolRow, TurnLog, entry_html
 
 SECRET = "tok-AGENT-SECRET-5521"
@@ -72,7 +73,7 @@ def test_tools_offered_called_and_results_reach_the_next_request(agent: Agent, f
         Reply(text="done"),
     )
     events: list[Event] = []
-    end = agent.ask("use the tools", on_event=events.append)
+    end = agent.ask("use the tools", Frontend(on_event=events.append))
     assert end.reason == "answered", end
     names = _tool_names(fake_openai.requests[0].body)
     assert "mcp__sdk__echo" in names and "mcp__time__get_current_time" in names and "python" in names
@@ -90,7 +91,7 @@ def test_tools_offered_called_and_results_reach_the_next_request(agent: Agent, f
 def test_mutating_tools_ask_like_python(agent: Agent, fake_openai: Any) -> None:
     fake_openai.enqueue(Reply(tool_calls=[Call("mcp__sdk__greet", {"name": "Ada"})]), Reply(text="ok"))
     events: list[Event] = []
-    agent.ask("greet", on_event=events.append)
+    agent.ask("greet", Frontend(on_event=events.append))
     result = next(e.result for e in events if isinstance(e, ToolEnd))
     assert result.is_error and result.output.startswith("Error: not approved")
     # with approval from the user ("Always this session" works per tool)
@@ -106,7 +107,7 @@ def test_mutating_tools_ask_like_python(agent: Agent, fake_openai: Any) -> None:
         return "always"
 
     events.clear()
-    agent.ask("greet twice", on_event=events.append, headless=False, approver=approver)
+    agent.ask("greet twice", Frontend(on_event=events.append, headless=False, approver=approver))
     outputs = [e.result.output for e in events if isinstance(e, ToolEnd)]
     assert asked == ["mcp__sdk__greet"] and outputs[0].startswith("Hello, Ada!") and "Bob" in outputs[1]
 
@@ -121,7 +122,7 @@ def test_progress_reaches_the_row_and_stop_cancels_a_slow_call(agent: Agent, fak
             agent.abort.set()  # Stop, once the call is visibly running
 
     started = time.monotonic()
-    end = agent.ask("sleep", on_event=on_event, headless=False, approver=lambda c, t: "approve")
+    end = agent.ask("sleep", Frontend(on_event=on_event, headless=False, approver=lambda c, t: "approve"))
     assert time.monotonic() - started < 15
     assert any(isinstance(e, ToolProgress) and e.text == "sleeping (1/300)" for e in events)
     # the live view's row shows the progress while the call runs
@@ -142,7 +143,7 @@ def test_a_crashing_server_is_one_notice_and_the_turn_finishes(agent: Agent, fak
         Reply(text="carried on"),
     )
     events: list[Event] = []
-    end = agent.ask("crash it", on_event=events.append, headless=False, approver=lambda c, t: "approve")
+    end = agent.ask("crash it", Frontend(on_event=events.append, headless=False, approver=lambda c, t: "approve"))
     assert end.reason == "answered"
     notices = [e.text for e in events if isinstance(e, Notice) and "MCP server 'sdk'" in e.text]
     assert len(notices) == 1 and "simulated crash" in notices[0] and notices[0].startswith("MCP server"), notices
@@ -151,7 +152,7 @@ def test_a_crashing_server_is_one_notice_and_the_turn_finishes(agent: Agent, fak
     # the next turn no longer offers its tools, and says nothing more about it
     fake_openai.enqueue(Reply(text="fine"))
     events.clear()
-    agent.ask("next", on_event=events.append)
+    agent.ask("next", Frontend(on_event=events.append))
     assert not any(n.startswith("mcp__sdk__") for n in _tool_names(fake_openai.requests[-1].body))
     assert not [e for e in events if isinstance(e, Notice)]
     assert "mcp__time__get_current_time" in _tool_names(fake_openai.requests[-1].body)
@@ -235,27 +236,27 @@ def test_serve_approval_buttons_under_the_serve_cell(agent: Agent) -> None:
     agent.mcp._loop = loop
     call = ToolCallPart("c1", "python", '{"code": "x = 1"}')
     try:
-        for button, expected in ((1, False), (2, True)):  # Deny, then Always this session
-            agent.mcp.asking = None
+        panel = agent.mcp._panel
+        for n, (button, expected) in enumerate((("deny_button", False), ("always_button", True)), 1):
             verdict: list[bool] = []
             asker = threading.Thread(target=lambda out=verdict: out.append(agent.mcp._approve("codex 1.0", call)))
             asker.start()
-            assert wait_for(lambda: agent.mcp.asking is not None, 5)
-            label, row = agent.mcp.asking.children
-            assert "codex 1.0 (MCP) wants to run this Python in your kernel" in label.value
-            row.children[button].click()
+            assert wait_for(lambda n=n: len(panel.children) == n, 5)
+            box = panel.children[-1]
+            assert "codex 1.0 (MCP) wants to run this Python in your kernel" in box.label.value
+            getattr(box, button).click()
             asker.join(5)
             assert verdict == [expected]
-            assert row.layout.display == "none"
-        assert agent.mcp.asking in agent.mcp._panel.children and len(agent.mcp._panel.children) == 2
-        agent.mcp.asking = None
-        assert agent.mcp._approve("codex 1.0", call) is True and agent.mcp.asking is None  # always: not asked
+            assert box.buttons.layout.display == "none"  # the request stays, with who answered what
+            said = "denied" if not expected else "approved for this session"
+            assert box.label.value == f"codex 1.0 (MCP): python {said}"
+        assert agent.mcp._approve("codex 1.0", call) is True and len(panel.children) == 2  # always: not asked
         # "Always" was for that client only: another one is asked again
         other: list[bool] = []
         asker = threading.Thread(target=lambda: other.append(agent.mcp._approve("other-agent", call)))
         asker.start()
-        assert wait_for(lambda: agent.mcp.asking is not None, 5)
-        agent.mcp.asking.children[1].children[1].click()
+        assert wait_for(lambda: len(panel.children) == 3, 5)
+        panel.children[-1].deny_button.click()
         asker.join(5)
         assert other == [False]
     finally:
@@ -265,7 +266,7 @@ def test_serve_approval_buttons_under_the_serve_cell(agent: Agent) -> None:
 def test_a_servers_secret_env_never_reaches_the_model_or_the_record(agent: Agent, fake_openai: Any) -> None:
     fake_openai.enqueue(Reply(tool_calls=[Call("mcp__sdk__getenv", {"name": "SERVICE_TOKEN"})]), Reply(text="ok"))
     events: list[Event] = []
-    agent.ask("what is the token?", on_event=events.append, headless=False, approver=lambda c, t: "approve")
+    agent.ask("what is the token?", Frontend(on_event=events.append, headless=False, approver=lambda c, t: "approve"))
     result = next(e.result for e in events if isinstance(e, ToolEnd))
     assert not result.is_error and SECRET not in result.output and result.output.strip()
     assert all(SECRET not in r.raw.decode() for r in fake_openai.requests)
@@ -286,7 +287,7 @@ def test_a_background_turn_runs_mcp_calls_off_the_kernel_thread(agent: Agent, fa
         on_kernel.append(result.name)
         return result
 
-    end = agent.ask("both", headless=False, approver=lambda c, t: "approve", runner=runner)
+    end = agent.ask("both", Frontend(headless=False, approver=lambda c, t: "approve", runner=runner))
     assert end.reason == "answered"
     assert on_kernel == ["inspect"]  # the MCP call ran on the turn's own thread
 
@@ -314,8 +315,8 @@ def test_without_the_mcp_package_one_clear_notice(
     monkeypatch.setattr(link, "installed", lambda: False)
     fake_openai.enqueue(Reply(text="one"), Reply(text="two"))
     events: list[Event] = []
-    assert agent.ask("hi", on_event=events.append).reason == "answered"
-    assert agent.ask("again", on_event=events.append).reason == "answered"
+    assert agent.ask("hi", Frontend(on_event=events.append)).reason == "answered"
+    assert agent.ask("again", Frontend(on_event=events.append)).reason == "answered"
     notices = [e.text for e in events if isinstance(e, Notice) and "mcp package" in e.text]
     assert len(notices) == 1 and "%pip install 'mcp>=2.3,<3'" in notices[0]
     assert not any(n.startswith("mcp__") for n in _tool_names(fake_openai.requests[0].body))

@@ -24,6 +24,7 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.events import Event, Notice, ToolEnd
 from shiro_kernel.mcp.config import load_config, parse_server
 from shiro_kernel.mcp.consent import ALLOW, ALLOWED, CHANGED, DENY, NEW, ConsentRequest, ConsentStore
+from shiro_kernel.prepare import Frontend
 
 
 def marking_server(marker: Path, *extra: str) -> dict[str, Any]:
@@ -77,7 +78,7 @@ def test_headless_turn_starts_no_project_server_and_says_how_to_allow(
     agent = agents()
     fake_openai.enqueue(Reply(text="hi"), Reply(text="again"))
     events: list[Event] = []
-    assert agent.ask("hello", on_event=events.append).reason == "answered"
+    assert agent.ask("hello", Frontend(on_event=events.append)).reason == "answered"
     # 2 project servers tried headless, 0 started: no command ran, no process, no tool offered
     assert not evil.exists() and not other.exists()
     assert set(children()) == before
@@ -92,7 +93,7 @@ def test_headless_turn_starts_no_project_server_and_says_how_to_allow(
     ]
     # once per kernel: the next turn says nothing more, and still starts nothing
     events.clear()
-    assert agent.ask("again", on_event=events.append).reason == "answered"
+    assert agent.ask("again", Frontend(on_event=events.append)).reason == "answered"
     assert not notices(events) and not evil.exists()
     record(
         "security: a cloned repository's .mcp.json servers (`bash -c 'touch …; exec …'`), two headless turns",
@@ -132,7 +133,7 @@ def test_allow_starts_it_remembers_it_and_a_changed_definition_asks_again(
     fresh = agents()
     events: list[Event] = []
     fake_openai.enqueue(Reply(text="ok"))
-    fresh.ask("hi", on_event=events.append)
+    fresh.ask("hi", Frontend(on_event=events.append))
     assert marker.exists() and "mcp__sdk__echo" in tool_names(fake_openai.requests[-1].body)
     assert not [n for n in notices(events) if ".mcp.json" in n]
 
@@ -142,7 +143,7 @@ def test_allow_starts_it_remembers_it_and_a_changed_definition_asks_again(
     changed = agents()
     events.clear()
     fake_openai.enqueue(Reply(text="ok"))
-    changed.ask("hi", on_event=events.append)
+    changed.ask("hi", Frontend(on_event=events.append))
     assert not marker.exists() and "mcp__sdk__echo" not in tool_names(fake_openai.requests[-1].body)
     said_now = [n for n in notices(events) if ".mcp.json" in n]
     assert len(said_now) == 1 and "MCP server 'sdk' (changed since you allowed it) from " in said_now[0]
@@ -173,7 +174,7 @@ def test_the_users_own_servers_start_without_asking(project: Path, agents: Any, 
     agent = agents(mcp_servers={"sdk": marking_server(mine)})
     events: list[Event] = []
     fake_openai.enqueue(Reply(text="ok"))
-    agent.ask("hi", on_event=events.append)
+    agent.ask("hi", Frontend(on_event=events.append))
     assert mine.exists() and not theirs.exists()
     assert "mcp__sdk__echo" in tool_names(fake_openai.requests[-1].body)
     said = [n for n in notices(events) if ".mcp.json" in n]
@@ -196,13 +197,13 @@ def test_a_live_turn_asks_and_remembers_allow_and_deny(project: Path, agents: An
 
     agent = agents()
     fake_openai.enqueue(Reply(text="ok"), Reply(text="ok"))
-    agent.ask("hi", headless=False, consent=deny)
+    agent.ask("hi", Frontend(headless=False, consent=deny))
     assert len(asked) == 1 and not marker.exists()
     request = asked[0]
     assert request.server == "sdk" and request.file == project / ".mcp.json" and not request.changed
     assert request.lines[0] == f"bash -c 'touch {marker}; exec {PY} {SDK_SERVER}'"
     assert request.lines[1] == "env: API_KEY=*** HOME_DIR=${HOME}"  # a literal secret masked, references as written
-    agent.ask("again", headless=False, consent=deny)
+    agent.ask("again", Frontend(headless=False, consent=deny))
     assert len(asked) == 1  # Deny holds for this kernel: not asked on every turn
     assert "mcp__sdk__echo" not in tool_names(fake_openai.requests[-1].body)
 
@@ -212,13 +213,13 @@ def test_a_live_turn_asks_and_remembers_allow_and_deny(project: Path, agents: An
 
     other = agents()  # another kernel: asked again, and this time allowed
     fake_openai.enqueue(Reply(text="ok"))
-    other.ask("hi", headless=False, consent=allow)
+    other.ask("hi", Frontend(headless=False, consent=allow))
     assert len(asked) == 2 and marker.exists()
     assert "mcp__sdk__echo" in tool_names(fake_openai.requests[-1].body)
     assert ConsentStore().state(project, load_config(project)["sdk"]) == ALLOWED
     third = agents()
     fake_openai.enqueue(Reply(text="ok"))
-    third.ask("hi", headless=False, consent=allow)
+    third.ask("hi", Frontend(headless=False, consent=allow))
     assert len(asked) == 2  # remembered for the project
 
 
@@ -231,7 +232,7 @@ def test_a_project_servers_read_only_hint_does_not_skip_approval(project: Path, 
         Reply(text="ok"),
     )
     events: list[Event] = []
-    agent.ask("echo", on_event=events.append)  # headless, approval "ask"
+    agent.ask("echo", Frontend(on_event=events.append))  # headless, approval "ask"
     results = {e.call.name: e.result for e in events if isinstance(e, ToolEnd)}
     # echo says readOnlyHint in both; only the user's own server is believed
     assert results["mcp__repo__echo"].is_error and results["mcp__repo__echo"].output.startswith("Error: not approved")
@@ -332,7 +333,7 @@ def test_the_live_view_asks_in_the_cell(live_shell: Any, project: Path, fake_ope
     live_shell.run_cell("%shiro hello")
     controller = live_shell.magics_manager.registry["ShiroMagics"].controller
     view = controller.running.view
-    pump_until(controller, lambda: view._answer is not None)
+    pump_until(controller, lambda: view.asking)
     label = view.approval_label.value
     assert "start an MCP server from this repository&#x27;s .mcp.json" in label and "<code>sdk</code>" in label
     assert f"bash -c &#x27;touch {marker}; exec " in label  # the command line it would run, in full

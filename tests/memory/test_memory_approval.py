@@ -16,6 +16,7 @@ from IPython.utils.capture import capture_output
 
 from shiro_kernel.memory.index_file import project_dir, system_dir
 from shiro_kernel.memory.notes import NoteStore
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.transcript import ToolCallPart
 from shiro_kernel.ui.approval import preview
 
@@ -104,7 +105,7 @@ def test_ask_with_buttons_asks_once_per_call_and_shows_what_is_stored(shiro_shel
         return "approve" if call.name == "remember" else "deny"
 
     injection_turn(fake_openai)
-    end = agent(shiro_shell).ask("summarize data.csv", headless=False, approver=approver)
+    end = agent(shiro_shell).ask("summarize data.csv", Frontend(headless=False, approver=approver))
     assert end.reason == "answered"
     assert [a[0] for a in asked] == ["remember", "memory_write", "forget"]
     assert asked[0][1] == "remember this command for every later session of this project"
@@ -132,7 +133,7 @@ def test_always_this_session_covers_later_calls_of_that_tool(shiro_shell, fake_o
         Reply(tool_calls=[Call("remember", {"kind": "fact", "text": "two"})]),
         Reply(text="ok"),
     )
-    agent(shiro_shell).ask("note two things", headless=False, approver=approver)
+    agent(shiro_shell).ask("note two things", Frontend(headless=False, approver=approver))
     assert asked == ["remember"]
     assert [e["text"] for e in NoteStore.for_project(tmp_path).entries()] == ["one", "two"]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from shiro_kernel.prepare import Frontend
 from shiro_kernel.store.history import LIMIT, PromptHistory, format_history, history_path
 from shiro_kernel.store.paths import home, project_slug
 
@@ -117,10 +118,10 @@ def test_a_turn_records_its_prompt_off_its_path_and_warns_once_when_it_cannot(
     (home() / "history").rename(home() / "history-moved")
     (home() / "history").write_text("not a folder")  # the history cannot be written any more
     events: list[Event] = []
-    assert agent.ask("second question", on_event=events.append).reason == "answered"
+    assert agent.ask("second question", Frontend(on_event=events.append)).reason == "answered"
     warnings = [e.text for e in events if isinstance(e, Notice) and "prompt history" in e.text]
     assert len(warnings) == 1 and warnings[0].startswith("the prompt history was not updated")
     events.clear()
-    assert agent.ask("third question", on_event=events.append).reason == "answered"
+    assert agent.ask("third question", Frontend(on_event=events.append)).reason == "answered"
     assert not [e for e in events if isinstance(e, Notice) and "prompt history" in e.text]  # once, not per turn
     agent.close()

@@ -168,7 +168,7 @@ def test_tool_approved_by_button_runs_in_the_kernel_namespace(kernel, fake_opena
             kernel,
             io,
             "_v = get_ipython().magics_manager.registry['ShiroMagics'].controller"
-            ".running\n_v is not None and _v.view._answer is not None",
+            ".running\n_v is not None and _v.view.asking",
         )
         if result_text(io, probe) == "True":
             break

@@ -11,7 +11,7 @@ from fakeopenai import Call, Fault, Reply
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from shiro_kernel.turn import USER_DENIAL
+from shiro_kernel.approval import USER_DENIAL
 from shiro_kernel.ui import kernel, live
 
 
@@ -82,7 +82,7 @@ def test_tools_run_on_the_main_thread_after_approve(shell, fake_openai):
     run(shell, "%shiro run it")
     controller = controller_of(shell)
     view = controller.running.view
-    pump_until(controller, lambda: view._answer is not None)
+    pump_until(controller, lambda: view.asking)
     assert view.approval.layout.display == "flex" and "python" in view.approval_label.value
     view.approve_button.click()
     assert controller.wait_idle(10)
@@ -97,7 +97,7 @@ def test_deny_sends_the_user_denial(shell, fake_openai):
     run(shell, "%shiro set x")
     controller = controller_of(shell)
     view = controller.running.view
-    pump_until(controller, lambda: view._answer is not None)
+    pump_until(controller, lambda: view.asking)
     view.deny_button.click()
     assert controller.wait_idle(10)
     assert "x" not in shell.user_ns
@@ -113,7 +113,7 @@ def test_always_approves_the_rest_of_the_session(shell, fake_openai):
     run(shell, "%shiro set a and b")
     controller = controller_of(shell)
     view = controller.running.view
-    pump_until(controller, lambda: view._answer is not None)
+    pump_until(controller, lambda: view.asking)
     view.always_button.click()
     assert controller.wait_idle(10)  # no second question
     assert shell.user_ns["a"] == 1 and shell.user_ns["b"] == 2
@@ -125,7 +125,7 @@ def test_stop_while_waiting_for_approval_leaves_the_call_pending(shell, fake_ope
     run(shell, "%shiro set y")
     controller = controller_of(shell)
     view = controller.running.view
-    pump_until(controller, lambda: view._answer is not None)
+    pump_until(controller, lambda: view.asking)
     view.stop_button.click()
     assert controller.wait_idle(10)
     assert controller.finished[-1].end.reason == "waiting"
@@ -161,7 +161,7 @@ def test_queue_runs_in_order_one_at_a_time(shell, fake_openai):
     panel = running.queue_panel.value
     assert "queued: 2" in panel and "  1. second" in panel and "..." in panel
     assert controller.wait_idle(15)
-    assert [i.prompt.split()[0] for i in controller.finished[-3:]] == ["first", "second", "third"]
+    assert [i.line.prompt.split()[0] for i in controller.finished[-3:]] == ["first", "second", "third"]
     assert [r.body["input"][-1]["content"].split()[0] for r in fake_openai.requests] == ["first", "second", "third"]
     assert [i.view.turn_log.answer for i in controller.finished[-3:]] == ["first done", "second done", "third done"]
 
