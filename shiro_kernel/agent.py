@@ -331,10 +331,7 @@ class Agent:
 
     def setup(self, line: Line, front: Frontend = HEADLESS) -> TurnSetup:
         """Everything one turn runs with, decided now from this agent's state and ``line``."""
-        try:
-            variant, spec = agent_variant(self.config, line.agent)
-        except ValueError as exc:
-            raise RequestError(str(exc)) from None
+        variant, spec = agent_variant(self.config, line.agent)
         self._root = None  # looked up again: a folder may have become a repository since the last turn
         emit = front.on_event
         if not self.started:

@@ -188,11 +188,14 @@ BUILTIN_AGENTS: dict[str, dict[str, object]] = {
 
 
 def agent_variant(config: Shiro, name: str | None) -> tuple[str, dict[str, object]]:
-    """The named variant's settings; a ValueError naming the known ones for an unknown name."""
+    """The named variant's settings; a :class:`~shiro_kernel.errors.RequestError` naming the known ones for
+    an unknown name."""
+    from .errors import RequestError  # errors.py imports nothing of the project: no cost, no circle
+
     variants = {**BUILTIN_AGENTS, **{k: dict(v) for k, v in (config.agents or {}).items()}}
     chosen = name or config.agent
     if chosen not in variants:
-        raise ValueError(
+        raise RequestError(
             f"unknown agent variant {chosen!r}; known: {', '.join(sorted(variants))} "
             "(add your own with %config Shiro.agents = {...})"
         )

@@ -162,10 +162,7 @@ class ShiroMagics(Magics):
         from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
 
         agent, action = self.agent, line.action
-        try:
-            agent_variant(self.settings, line.agent)
-        except ValueError as exc:
-            raise UsageError(f"%shiro: {exc}") from None
+        agent_variant(self.settings, line.agent)  # an unknown variant: a RequestError, one line (``_run``)
         self._session_flags(agent, line)
         live = self._controller()
         if live is not None and live.busy:

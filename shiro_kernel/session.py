@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context.meter import TokenMeter
 from .events import Usage
 from .store.ids import now_iso, uuid7
 from .tasks import TaskList
@@ -37,8 +36,9 @@ class Session:
     #: the notebook's cell fingerprint at the end of the last turn (``context.cells.fingerprint``)
     cells: list[dict[str, Any]] | None = None
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
-    #: the size of each message, measured once for the session's life (the context meter, pruning)
-    meter: TokenMeter = field(default_factory=TokenMeter, repr=False, compare=False)
+    #: what other layers keep about this session's messages for its life, never saved (pruning's meter:
+    #: :func:`shiro_kernel.context.meter.meter_of`)
+    caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.tasks.on_change.append(lambda _tasks: self.changed())

@@ -22,7 +22,7 @@ from .approval import ALWAYS, APPROVE, ASK, DENY, HEADLESS_NOTICE, LATER, Approv
 from .context import rules
 from .context.limits import limit_images, limit_sizes
 from .context.measure import DEFAULT_THRESHOLD
-from .context.meter import Record, wire_ready
+from .context.meter import Record, meter_of, wire_ready
 from .context.prune import prune_to_fit
 from .context.rules import detach_provider_items
 from .errors import ProviderError, TurnTimeout
@@ -242,8 +242,9 @@ class Turn:
         The session's meter keeps what each message measures: when it shows nothing to repair, shorten or
         leave out (the usual step), the three checks are skipped and only the new messages were looked at."""
         history = self.session.messages
-        records = self.session.meter.records(history)
-        if wire_ready(records, store=self._store(), meter=self.session.meter):
+        meter = meter_of(self.session)
+        records = meter.records(history)
+        if wire_ready(records, store=self._store(), meter=meter):
             return self._fit(history, records)
         messages, repairs = rules.check_and_repair(history, store=self._store())
         shown = rules.notable(repairs)
@@ -262,7 +263,7 @@ class Turn:
     def _fit(self, messages: list[Message], records: list[Record] | None) -> list[Message]:
         """``messages`` pruned to fit the threshold (with their records from the session's meter, if they
         are the session's own), and the one ``compacted`` notice of the turn."""
-        result = prune_to_fit(messages, self.options.compact_threshold, meter=self.session.meter, records=records)
+        result = prune_to_fit(messages, self.options.compact_threshold, meter=meter_of(self.session), records=records)
         if result.changed and not self._compacted:
             self._compacted = True
             if result.dropped_span is None and result.after == result.before:  # only reasoning went

@@ -102,7 +102,7 @@ def _upgrade(raw: bytes) -> dict[str, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             nb = nbformat.convert(reader.reads(raw.decode("utf-8-sig")), 4)
-    except Exception as exc:
+    except Exception as exc:  # nbformat's readers raise many kinds on a damaged old notebook
         raise ValueError(f"nbformat cannot read it ({type(exc).__name__}: {exc})") from None
     if not isinstance(nb.get("cells"), list):
         raise ValueError("it is not a notebook (it has no list of cells)")
@@ -149,14 +149,6 @@ def _error_line(cell: dict[str, Any]) -> str:
             value = first_line(_ANSI.sub("", str(output.get("evalue") or "")), ERROR_CHARS)
             return f"{name}: {value}" if value else name
     return ""
-
-
-def valid(rows: Any) -> list[dict[str, Any]] | None:
-    """``rows`` when they look like a fingerprint (as read back from a record), else None."""
-    if not isinstance(rows, list):
-        return None
-    good = [r for r in rows if isinstance(r, dict) and isinstance(r.get("key"), str) and isinstance(r.get("sha1"), str)]
-    return good if len(good) == len(rows) else None
 
 
 def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) -> list[str]:

@@ -174,7 +174,7 @@ def why(exc: BaseException, redact: Callable[[str], str] = lambda s: s) -> str:
             message = str(exc).strip() or repr(exc)
             text = message if name in ("MCPError", "ToolError") else f"{name}: {message}"
         return one_line(redact(text))
-    except Exception:
+    except Exception:  # describing an exception must never raise itself
         return "unknown error"
 
 

@@ -83,7 +83,7 @@ class SessionHost:
 
         try:
             return await entry.client.call_tool(tool, args, progress_callback=on_progress if report else None)
-        except Exception as exc:
+        except Exception as exc:  # a server's failure is the call's result; the connection's kind is sorted below
             if is_connection_error(exc):
                 tail = entry.stderr_tail()
                 with self._cond:
@@ -181,7 +181,9 @@ class SessionHost:
                         entry.relist = False
                         try:
                             fresh = await _list_tools(client)
-                        except Exception as exc:
+                        except (
+                            Exception
+                        ) as exc:  # a server's failure to relist keeps the old list; a dead connection is sorted below
                             if is_connection_error(exc):
                                 raise
                             continue  # a refused re-list keeps the tools we had

@@ -245,7 +245,7 @@ class McpLink:
             )
         try:
             info = self.server.start()
-        except Exception as exc:
+        except Exception as exc:  # uvicorn/the SDK may fail in many ways: the cell says which
             return f"could not start the MCP server: {type(exc).__name__}: {exc}"
         redact.add_secret(TOKEN_NAME, info.token)
         try:

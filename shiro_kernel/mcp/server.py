@@ -285,7 +285,7 @@ class McpKernelServer:
             except asyncio.CancelledError:
                 abort.set()  # the client cancelled: tell the running tool to give up early
                 raise
-            except Exception as exc:
+            except Exception as exc:  # whatever the kernel raised is the call's error result for the client
                 text, is_error = f"Error: the kernel could not run the call: {type(exc).__name__}: {exc}", True
         with contextlib.suppress(Exception):  # recording must not change the result the client gets
             await asyncio.to_thread(self.on_call, client, name, args, text)
@@ -294,7 +294,7 @@ class McpKernelServer:
     def _approved(self, client: str, call: ToolCallPart) -> bool:
         try:
             return bool(self.approve(client, call))
-        except Exception:
+        except Exception:  # an approver that fails refuses
             return False
 
 

@@ -117,7 +117,7 @@ def post_events(
                 watch.event()  # the time the consumer took is not the server's silence
         except (StreamBroken, NotAPI):
             raise
-        except Exception as exc:
+        except Exception as exc:  # the SDK's stream may raise anything: sorted just below
             if timed_out(exc):
                 raise Idle(attempt.timeout, keepalives=bool(watch.head) and not watch.events) from exc
             raise StreamBroken(str(exc) or type(exc).__name__) from exc
@@ -131,7 +131,7 @@ def feed(parser: ResponsesStream | ChatStream, event: dict[str, Any]) -> list[Te
     """The deltas of one event; an event the parser cannot read counts as a broken stream."""
     try:
         return parser.feed(event)
-    except Exception as exc:
+    except Exception as exc:  # a parser bug on an odd event is a broken stream, retried, not a crash
         raise StreamBroken(f"an unreadable event ({type(exc).__name__}: {exc})") from exc
 
 

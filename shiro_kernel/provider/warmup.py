@@ -112,7 +112,7 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
         from ..tools import all_tools
 
         all_tools()  # imports each tool's module
-    except Exception:
+    except Exception:  # best effort: what the warm-up fails to prepare, the first turn does
         pass
     try:
         from ..store import files
@@ -121,13 +121,13 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
 
         files.background(lambda: None)  # start the stores' background thread (the prompt history uses it)
         preopen(home() / "sessions")  # the first turn asks it which session this notebook continues
-    except Exception:
+    except Exception:  # best effort: what the warm-up fails to prepare, the first turn does
         pass
     try:
         from ..ui.sanitize import md_to_html
 
         md_to_html("*warm-up*")  # mistune builds its parser (~40 ms of regular expressions) on first use
-    except Exception:
+    except Exception:  # best effort: what the warm-up fails to prepare, the first turn does
         pass
 
 

@@ -208,10 +208,7 @@ class Autosaver:
         except ValueError:
             pass
         if self._at_exit:
-            try:
-                atexit.unregister(self.close)
-            except Exception:
-                pass
+            atexit.unregister(self.close)  # never raises (a function not registered is ignored)
         if self.session.messages and (self._dirty or self.writes == 0):
             try:
                 self._write()

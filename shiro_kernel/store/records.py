@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from ..context.cells import valid as valid_cells
 from ..events import Usage
 from ..session import Session
 from ..text import one_line
@@ -26,6 +25,15 @@ from .ids import now_iso
 
 PROVIDER = "openai"
 TITLE_LIMIT = 60
+
+
+def valid_cells(rows: Any) -> list[dict[str, Any]] | None:
+    """``rows`` when they look like the notebook's cell fingerprint (``context.cells``), as read back from a
+    record; else None."""
+    if not isinstance(rows, list):
+        return None
+    good = [r for r in rows if isinstance(r, dict) and isinstance(r.get("key"), str) and isinstance(r.get("sha1"), str)]
+    return good if len(good) == len(rows) else None
 
 
 def title_of(messages: Iterable[Message]) -> str:

@@ -101,7 +101,7 @@ class _Bounded(reprlib.Repr):
     def repr_instance(self, x: Any, level: int) -> str:
         try:
             text = repr(x)  # any other object: its own repr (pandas and numpy bound theirs)
-        except Exception as exc:
+        except Exception as exc:  # the user's object's repr may raise anything: reported, not raised
             return f"<repr failed: {type(exc).__name__}: {exc}>"
         if len(text) <= self.maxother:
             return text
@@ -157,7 +157,7 @@ def bounded_repr(value: Any, limit: int = REPR_CHARS) -> str:
     is reported, not raised. The result is cut to ``limit`` with a note."""
     try:
         text = _Bounded(limit).repr(value)
-    except Exception as exc:
+    except Exception as exc:  # the user's object's repr may raise anything: reported, not raised
         text = f"<repr failed: {type(exc).__name__}: {exc}>"
     return _cut(text, limit)
 
@@ -189,7 +189,7 @@ def _describe_dataframe(obj: Any) -> list[str]:
     lines.append("  dtypes: " + ", ".join(dtypes) + (f", ... ({more} more columns)" if more > 0 else ""))
     try:
         head = obj.head(5).to_string(max_cols=20, max_colwidth=40)
-    except Exception as exc:
+    except Exception as exc:  # the user's DataFrame may fail to print (odd dtypes): reported, not raised
         head = f"<head failed: {type(exc).__name__}: {exc}>"
     lines.append("  head(5):")
     lines.append(_indent(_cut(head, HEAD_CHARS)))
@@ -201,7 +201,7 @@ def _describe_series(obj: Any) -> list[str]:
     lines = [f"pandas.Series, length {len(obj)}, dtype {obj.dtype}{name}"]
     try:
         head = obj.head(5).to_string(max_rows=5)
-    except Exception as exc:
+    except Exception as exc:  # the user's Series may fail to print: reported, not raised
         head = f"<head failed: {type(exc).__name__}: {exc}>"
     lines.append("  head(5):")
     lines.append(_indent(_cut(head, HEAD_CHARS)))
@@ -213,7 +213,7 @@ def _describe_ndarray(obj: Any, np: Any) -> list[str]:
     try:
         with np.printoptions(threshold=20, edgeitems=3, linewidth=100):
             values = repr(obj)
-    except Exception:
+    except Exception:  # a subclass's repr may raise anything: the safe repr instead
         values = _safe_repr(obj)
     lines.append(_indent(_cut(values)))
     return lines
@@ -239,7 +239,7 @@ def describe(name: str, obj: Any) -> str:
         for attr in ("shape", "dtype"):
             try:
                 value = getattr(type(obj), attr, None) is not None and getattr(obj, attr, None)
-            except Exception:
+            except Exception:  # a property of a foreign array type may raise anything: not shown
                 value = None
             if value is not None and value is not False and not callable(value):
                 facts.append(f"{attr} {_cut(str(value), 80)}")

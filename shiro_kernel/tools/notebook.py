@@ -140,7 +140,7 @@ def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
         )
     try:
         ctx.propose(code)
-    except Exception as exc:
+    except Exception as exc:  # the front end's failure becomes the code to show instead
         return (
             f"The cell could not be inserted ({type(exc).__name__}: {exc}). Show the user this code so they "
             f"can paste it into a cell:\n```python\n{code.rstrip()}\n```"

@@ -136,7 +136,7 @@ class _FdCapture:
                 try:
                     if stream is not None:
                         stream.flush()
-                except Exception:
+                except Exception:  # a stream the user's code replaced may raise anything on flush
                     pass
             for fd in (1, 2):
                 self._saved[fd] = os.dup(fd)
@@ -231,7 +231,7 @@ def _show_value(shell: Any, value: Any, capture: Capture) -> str:
     if formatter is not None and not _plain_value(value):
         try:
             data, metadata = formatter.format(value)
-        except Exception:
+        except Exception:  # the user's _repr_*_ methods may raise anything: shown as text instead
             data, metadata = {}, {}
         if isinstance(data, dict) and any(k != "text/plain" for k in data):
             capture.add({**data, "text/plain": _value_text(shell, value)}, metadata, obj=value)
@@ -253,7 +253,7 @@ def _value_text(shell: Any, value: Any) -> str:
     if np is not None and isinstance(value, (np.number, np.bool_, np.str_, np.bytes_)):
         try:
             value = value.item()
-        except Exception:
+        except Exception:  # a numpy scalar subclass may refuse item(): shown as it is
             pass
     formatter = getattr(shell, "display_formatter", None)
     text: Any = None
@@ -261,7 +261,7 @@ def _value_text(shell: Any, value: Any) -> str:
         try:
             data, _ = formatter.format(value, include={"text/plain"})
             text = data.get("text/plain")
-        except Exception:
+        except Exception:  # the user's __repr__ may raise anything: the safe repr instead
             text = None
     if not isinstance(text, str):
         try:
@@ -287,7 +287,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
         source = shell.transform_cell(code)
     except SyntaxError as exc:
         return ToolOutput(_format_exception(exc).rstrip("\n"))
-    except Exception as exc:
+    except Exception as exc:  # IPython's transformers may raise anything on odd input: the model is told
         raise ToolError(f"could not transform the code ({type(exc).__name__}: {exc})") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
 
@@ -302,7 +302,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
     for stream in (saved_out, saved_err):  # let pending output go where it belongs first
         try:
             stream.flush()
-        except Exception:
+        except Exception:  # a stream the user's code replaced may raise anything on flush
             pass
     fds = _FdCapture()
     saved_input = builtins.input

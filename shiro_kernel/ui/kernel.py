@@ -41,7 +41,7 @@ def watch_comm_opens(shell: Any) -> None:
     def comm_open(stream: Any, ident: Any, msg: Any) -> Any:
         try:
             _seen_targets.add(msg["content"]["target_name"])
-        except Exception:
+        except (KeyError, TypeError):  # a malformed comm_open: the kernel's own handler answers it
             pass
         return original(stream, ident, msg)
 
@@ -91,7 +91,7 @@ def _current_request(shell: Any) -> dict[str, Any] | None:
         return None
     try:
         parent = get_parent("shell")
-    except Exception:
+    except Exception:  # any kernel's get_parent: no request is known
         return None
     return parent if isinstance(parent, dict) else None
 
@@ -204,7 +204,7 @@ def cell_parent(shell: Any) -> dict[str, Any] | None:
     if callable(get_parent):
         try:
             parent = get_parent("shell")
-        except Exception:
+        except Exception:  # any kernel's get_parent: no request is known
             parent = None
     if not parent:
         parent = getattr(shell, "parent_header", None)

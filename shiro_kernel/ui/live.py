@@ -281,7 +281,7 @@ class LiveController:
             item.end = event
             try:
                 self.publish({**item.widget_data, **item.bundle(item)}, item.parent, item.display_id)
-            except Exception:
+            except Exception:  # a view error must not stop the turn's hand-over (printed to the kernel's log)
                 import traceback
 
                 traceback.print_exc(file=sys.__stderr__)

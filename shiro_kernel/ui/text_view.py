@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..context.measure import percent
+from ..context.meter import meter_of
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
 from ..store.ids import short_id
@@ -34,7 +35,7 @@ def context_percent(agent: Agent) -> int | None:
     """The session's estimated size as a percentage of the pruning threshold."""
     try:
         session = agent.session
-        return percent(session.meter.estimate(list(session.messages)), agent.config.compact_threshold)
+        return percent(meter_of(session).estimate(list(session.messages)), agent.config.compact_threshold)
     except Exception:  # a view must never break on a half-built session
         return None
 
