@@ -26,7 +26,7 @@ from ..store.files import read_json, write_atomic, write_json
 from ..store.ids import now_iso
 from ..store.private import make_dirs
 from . import index_file
-from .manifest import load_manifest, marker, missing, missing_lines, parse_needs, status_lines
+from .manifest import Manifest, load_manifest, marker, missing, missing_lines, parse_needs, status_lines
 
 RECORDS = ".bundles"
 TRASH = ".trash"
@@ -121,6 +121,31 @@ def _install(
     upgrade: bool,
 ) -> list[str]:
     manifest = load_manifest(path)
+    scope, dir_, record = _where(manifest, scope, project, upgrade)
+    owned = set(record.get("files", [])) if record else set()
+    written, skipped = _choose(manifest, dir_, scope, owned, force=force, upgrade=upgrade, dry_run=dry_run)
+    dropped = sorted(owned - set(manifest.files)) if upgrade else []
+    notes = missing_lines(manifest.needs, env_path)
+    if manifest.ignored:
+        notes.append(f"Note: manifest fields shiro does not use were ignored: {', '.join(manifest.ignored)}")
+    lines = [_headline(manifest, scope, record, written, upgrade=upgrade, dry_run=dry_run), *skipped.values()]
+    if dry_run:
+        if dropped:
+            lines.append(f"Would Move to the trash (no longer in the bundle): {', '.join(dropped)}")
+        return lines + notes
+    make_dirs(dir_)
+    _write_files(manifest, dir_, scope, written)
+    if dropped:
+        lines.append(_trash_dropped(dir_, manifest.name, dropped))
+    _write_record(manifest, dir_, scope, record, (owned - set(dropped)) | set(written), sorted(skipped))
+    return lines + notes
+
+
+def _where(
+    manifest: Manifest, scope: str | None, project: Path | None, upgrade: bool
+) -> tuple[str, Path, dict[str, Any] | None]:
+    """The scope a bundle goes to (the one asked for; on an upgrade, the one it is installed in; else
+    the manifest's; else system), that scope's folder and the bundle's record there (None if none)."""
     if scope is not None and scope not in index_file.SCOPES:
         raise BundleError(f"invalid scope '{scope}', expected one of: {', '.join(index_file.SCOPES)}")
     if upgrade and scope is None:
@@ -133,94 +158,91 @@ def _install(
     record = read_record(dir_, manifest.name)
     if upgrade and record is None:
         raise BundleError(f"bundle '{manifest.name}' is not installed in {scope} scope; use install")
-    owned = set(record.get("files", [])) if record else set()
-    bases = _record_dir(dir_, manifest.name) / "bases"
-    would = "Would " if dry_run else ""
-    skip = "Would skip" if dry_run else "Skipped"
+    return scope, dir_, record
 
-    lines: list[str] = []
+
+def _choose(
+    manifest: Manifest, dir_: Path, scope: str, owned: set[str], *, force: bool, upgrade: bool, dry_run: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The bundle's files to write, and the ones skipped with the line saying why: a same-name memory
+    that is not the bundle's, or (on an upgrade) one the user changed since the install; none if
+    ``force``."""
+    skip = "Would skip" if dry_run else "Skipped"
+    bases = _record_dir(dir_, manifest.name) / "bases"
     written: list[str] = []
-    skipped: list[str] = []
+    skipped: dict[str, str] = {}
     for fname in manifest.files:
         target = dir_ / fname
         if target.exists() and not force:
             if fname not in owned:
-                skipped.append(fname)
-                lines.append(
+                skipped[fname] = (
                     f"{skip} {fname}: a memory of that name already exists in {scope} scope "
                     "and is not from this bundle; it stays yours (--force overwrites it)"
                 )
                 continue
             base = bases / fname
             if upgrade and base.is_file() and base.read_bytes() != target.read_bytes():
-                skipped.append(fname)
-                lines.append(
+                skipped[fname] = (
                     f"{skip} {fname}: changed since it was installed; your version stays (--force overwrites it)"
                 )
                 continue
         written.append(fname)
-    dropped = sorted(owned - set(manifest.files)) if upgrade else []
+    return written, skipped
 
-    old = record.get("version") if record else None
+
+def _headline(
+    manifest: Manifest, scope: str, record: dict[str, Any] | None, written: list[str], *, upgrade: bool, dry_run: bool
+) -> str:
     what = ", ".join(written) if written else "no files"
     if upgrade:
-        lines.insert(
-            0,
-            f"{'Would upgrade' if dry_run else 'Upgraded'} {manifest.name} {old} → "
-            f"{manifest.version} in {scope} scope: {what}",
-        )
-    else:
-        lines.insert(
-            0,
-            f"{'Would install' if dry_run else 'Installed'} {manifest.name} {manifest.version} "
-            f"into {scope} scope: {what}",
-        )
-    if dropped:
-        lines.append(f"{would}Move to the trash (no longer in the bundle): {', '.join(dropped)}")
-    lines += missing_lines(manifest.needs, env_path)
-    if manifest.ignored:
-        lines.append(f"Note: manifest fields shiro does not use were ignored: {', '.join(manifest.ignored)}")
-    if dry_run:
-        return lines
+        old = record.get("version") if record else None
+        verb = "Would upgrade" if dry_run else "Upgraded"
+        return f"{verb} {manifest.name} {old} → {manifest.version} in {scope} scope: {what}"
+    verb = "Would install" if dry_run else "Installed"
+    return f"{verb} {manifest.name} {manifest.version} into {scope} scope: {what}"
 
-    make_dirs(dir_)
-    rec_dir = _record_dir(dir_, manifest.name)
+
+def _write_files(manifest: Manifest, dir_: Path, scope: str, written: list[str]) -> None:
+    """Copy each file into the scope folder and the record's ``bases/``, and write its index line."""
+    bases = _record_dir(dir_, manifest.name) / "bases"
     for fname in written:
         data = (manifest.dir / fname).read_bytes()
         write_atomic(dir_ / fname, data)
-        write_atomic(rec_dir / "bases" / fname, data)
-        stem = fname[:-3]
-        desc = manifest.files[fname]["description"]
-        _index_line(dir_, stem, scope, len(data), desc, manifest.name)
-    if dropped:
-        trash = trash_dir(dir_, manifest.name)
-        moved = _move_files(dir_, dropped, trash)
-        for fname in dropped:
-            (rec_dir / "bases" / fname).unlink(missing_ok=True)
-        at = lines.index(f"Move to the trash (no longer in the bundle): {', '.join(dropped)}")
-        lines[at] = (
-            f"Moved to the trash: {', '.join(moved)} ({trash})"
-            if moved
-            else f"No longer in the bundle (already gone): {', '.join(dropped)}"
-        )
-    keep_owned = (owned - set(dropped)) | set(written)
+        write_atomic(bases / fname, data)
+        _index_line(dir_, fname[:-3], scope, len(data), manifest.files[fname]["description"], manifest.name)
+
+
+def _trash_dropped(dir_: Path, name: str, dropped: list[str]) -> str:
+    """Move the files an upgrade dropped to the trash (and forget their bases); the line saying so."""
+    trash = trash_dir(dir_, name)
+    moved = _move_files(dir_, dropped, trash)
+    for fname in dropped:
+        (_record_dir(dir_, name) / "bases" / fname).unlink(missing_ok=True)
+    if moved:
+        return f"Moved to the trash: {', '.join(moved)} ({trash})"
+    return f"No longer in the bundle (already gone): {', '.join(dropped)}"
+
+
+def _write_record(
+    manifest: Manifest, dir_: Path, scope: str, record: dict[str, Any] | None, files: set[str], skipped: list[str]
+) -> None:
+    """The bundle's record in ``<scope dir>/.bundles/<name>/manifest.json`` (its first install time kept)."""
     now = now_iso()
     write_json(
-        rec_dir / "manifest.json",
+        _record_dir(dir_, manifest.name) / "manifest.json",
         {
             "name": manifest.name,
             "version": manifest.version,
             "scope": scope,
             "description": manifest.description,
             "source": str(manifest.dir),
-            "files": sorted(keep_owned),
-            "skipped": sorted(skipped),
+            "files": sorted(files),
+            "skipped": skipped,
             "needs": manifest.needs_raw,
             "installedAt": (record or {}).get("installedAt", now),
             "updatedAt": now,
         },
     )
-    return lines
 
 
 def _index_line(dir_: Path, name: str, scope: str, size: int, description: str | None, owner: str) -> None:
