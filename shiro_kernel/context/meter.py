@@ -26,13 +26,11 @@ from ..transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolRes
 from . import limits
 from .digest import Digest
 from .measure import (
-    DEFAULT_THRESHOLD,
     ITEM_ID_CHARS,
     MESSAGE_CHARS,
     ROLE_CHARS,
     json_len,
     part_chars,
-    percent,
     tokens_of,
 )
 from .rules import HistoryCheck, detached
@@ -306,10 +304,6 @@ class TokenMeter:
             state.add(m)
         self._digest = (start, recs[start:end], state)
         return state.text(hidden)
-
-    def percent(self, threshold: int = DEFAULT_THRESHOLD) -> int:
-        """The latest estimate as a percentage of ``threshold``."""
-        return percent(self.last, threshold)
 
 
 def wire_ready(recs: list[Record], *, store: bool, meter: TokenMeter | None = None) -> bool:

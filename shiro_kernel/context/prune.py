@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..transcript import Message, Part, ReasoningPart, ToolCallPart, ToolResultPart
-from .digest import heading, pruned_digest
+from .digest import heading
 from .measure import (
     DEFAULT_THRESHOLD,
     estimate_tokens,
@@ -110,17 +110,6 @@ def _with_digest(
     return wire[: at + 1] + [Message.user(note)] + wire[at + 1 :]
 
 
-def keep_tail(
-    messages: list[Message], keep: int, *, digest: bool = True
-) -> tuple[list[Message], tuple[int, int] | None]:
-    """One rung of the ladder as messages: the plan for ``keep`` built, with the digest of the pruned
-    span inserted (``digest``). Never an empty list."""
-    plan, span = _plan(messages, keep)
-    wire = _build(messages, plan)
-    note = pruned_digest(messages, span, max(0, len(messages) - len(wire))) if digest and span else None
-    return _with_digest(messages, wire, span, note), span
-
-
 def _measured(plan: Plan, messages: list[Message]) -> int:
     """A plan's serialised length, ids detached (measured part by part: a rung's tail, a rare plan)."""
     return sum(
@@ -199,4 +188,4 @@ def prune_to_fit(
     raise AssertionError("the last rung always returns")
 
 
-__all__ = ["LADDER", "Plan", "PruneResult", "keep_tail", "prune_to_fit"]
+__all__ = ["LADDER", "Plan", "PruneResult", "prune_to_fit"]

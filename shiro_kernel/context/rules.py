@@ -11,8 +11,7 @@ The rules every outgoing request obeys:
   its id, or whose reasoning id is going, is sent inline (all its ids detached) — a stored message item
   refers to its reasoning item (``provided without its required 'reasoning' item`` otherwise);
 * **store off** (:func:`needs_store`): no ids, except on reasoning that carries encrypted content
-  (replayable inline);
-* **stale references**: with ``known_ids`` given, any id not in it is detached (a 404 otherwise).
+  (replayable inline).
 
 :class:`HistoryCheck` reads a history message by message and says which rule it breaks: the validator
 (:func:`check_and_repair`) runs it over the whole history, the session's meter
@@ -95,19 +94,17 @@ class HistoryCheck:
 
     ``orphan``: a result came before its call; ``drops``: one whose call is not even later in its own
     message (:func:`answered_only` would drop it); ``unpaired``: :func:`breaks_pairing`; ``store_only``:
-    an id for which :func:`needs_store`; ``stale``: an id not in ``known_ids`` (when given)."""
+    an id for which :func:`needs_store`."""
 
-    __slots__ = ("answered", "calls", "drops", "known_ids", "orphan", "stale", "store_only", "unpaired")
+    __slots__ = ("answered", "calls", "drops", "orphan", "store_only", "unpaired")
 
-    def __init__(self, known_ids: set[str] | None = None) -> None:
-        self.known_ids = known_ids
+    def __init__(self) -> None:
         self.calls: set[str] = set()
         self.answered: set[str] = set()
-        self.orphan = self.drops = self.unpaired = self.store_only = self.stale = False
+        self.orphan = self.drops = self.unpaired = self.store_only = False
 
     def read(self, messages: Iterable[Message]) -> HistoryCheck:
-        calls, answered, known = self.calls, self.answered, self.known_ids
-        store_only, stale = self.store_only, self.stale
+        calls, answered, store_only = self.calls, self.answered, self.store_only
         for m in messages:
             early = lost = False
             for p in m.parts:
@@ -122,28 +119,26 @@ class HistoryCheck:
                 if item_id is None:
                     if kind is ReasoningPart:
                         lost = True  # the pairing rule can only break in a message with such a part
-                elif not store_only or known is not None:
-                    store_only = store_only or needs_store(p)
-                    if known is not None and item_id not in known:
-                        stale = True
+                elif not store_only:
+                    store_only = needs_store(p)
             if early:
                 self.orphan = True
                 self.drops = self.drops or len(answered_only(m.parts, calls)) < len(m.parts)
             if lost and breaks_pairing(m):
                 self.unpaired = True
-        self.store_only, self.stale = store_only, stale
+        self.store_only = store_only
         return self
 
     def healthy(self, store: bool, answered: bool = False) -> bool:
         """No rule broken but, perhaps, calls without results (none either, with ``answered``)."""
-        if self.orphan or self.unpaired or self.stale or (self.store_only and not store):
+        if self.orphan or self.unpaired or (self.store_only and not store):
             return False
         return not answered or len(self.answered) == len(self.calls)
 
 
-def _healthy(messages: list[Message], *, store: bool, known_ids: set[str] | None, keep_pending: bool) -> bool:
+def _healthy(messages: list[Message], *, store: bool, keep_pending: bool) -> bool:
     """One pass, no copies: does any rule need a repair?"""
-    check = HistoryCheck(known_ids).read(messages)
+    check = HistoryCheck().read(messages)
     if not check.healthy(store):
         return False
     unanswered = check.calls - check.answered
@@ -156,18 +151,18 @@ def _pending_ids(messages: list[Message], unanswered: set[str]) -> set[str]:
 
 # -- the repairs ---------------------------------------------------------------------------------------
 def check_and_repair(
-    messages: list[Message], *, store: bool, known_ids: set[str] | None = None, keep_pending: bool = True
+    messages: list[Message], *, store: bool, keep_pending: bool = True
 ) -> tuple[list[Message], list[str]]:
     """``(messages, repairs)``: the history the provider will accept, and one line per repair.
 
     A healthy history returns the same list object and ``[]``. ``keep_pending=False`` answers even a
     pending approval's calls (for a request that must be complete, e.g. ``/compact``)."""
-    if _healthy(messages, store=store, known_ids=known_ids, keep_pending=keep_pending):
+    if _healthy(messages, store=store, keep_pending=keep_pending):
         return messages, []
     repairs: list[str] = []
     out = _drop_orphaned_results(messages, repairs)
     out = _answer_unanswered(out, keep_pending, repairs)
-    out = _detach_ids(out, store, known_ids, repairs)
+    out = _detach_ids(out, store, repairs)
     return out, repairs
 
 
@@ -218,46 +213,34 @@ def _answer_unanswered(out: list[Message], keep_pending: bool, repairs: list[str
     return fixed
 
 
-def _ids_to_detach(message: Message, *, store: bool, known_ids: set[str] | None) -> tuple[set[int], int, int, bool]:
-    """Indices of parts whose id must go, with counts (store-off, stale) and whether the pairing
-    rule detached the whole message."""
-    store_off = stale = 0
-    drop: set[int] = set()
-    for i, p in enumerate(message.parts):
-        if p.item_id is None:
-            continue
-        if not store and needs_store(p):
-            drop.add(i)
-            store_off += 1
-        elif known_ids is not None and p.item_id not in known_ids:
-            drop.add(i)
-            stale += 1
+def _ids_to_detach(message: Message, *, store: bool) -> tuple[set[int], int, bool]:
+    """Indices of parts whose id must go, with the store-off count and whether the pairing rule
+    detached the whole message."""
+    drop = {i for i, p in enumerate(message.parts) if p.item_id is not None and not store and needs_store(p)}
+    store_off = len(drop)
     pairing = breaks_pairing(message, drop)
     if pairing:
         drop.update(i for i, p in enumerate(message.parts) if p.item_id is not None)
-    return drop, store_off, stale, pairing
+    return drop, store_off, pairing
 
 
-def _detach_ids(out: list[Message], store: bool, known_ids: set[str] | None, repairs: list[str]) -> list[Message]:
-    """3. ids: store off, stale references, reasoning/message pairing."""
-    store_off = stale = paired = 0
+def _detach_ids(out: list[Message], store: bool, repairs: list[str]) -> list[Message]:
+    """3. ids: store off, reasoning/message pairing."""
+    store_off = paired = 0
     with_ids: list[Message] = []
     for m in out:
         if not any(p.item_id is not None for p in m.parts):
             with_ids.append(m)
             continue
-        drop, n_off, n_stale, pairing = _ids_to_detach(m, store=store, known_ids=known_ids)
+        drop, n_off, pairing = _ids_to_detach(m, store=store)
         if not drop:
             with_ids.append(m)
             continue
         store_off += n_off
-        stale += n_stale
         paired += pairing
         with_ids.append(Message(m.role, [detached(p) if i in drop else p for i, p in enumerate(m.parts)]))
     if store_off:
         repairs.append(f"{ROUTINE} sent {store_off} stored item id{'s' if store_off != 1 else ''} inline")
-    if stale:
-        repairs.append(f"detached {stale} item id{'s' if stale != 1 else ''} the provider no longer holds")
     if paired:
         repairs.append(
             f"sent {paired} assistant message{'s' if paired != 1 else ''} inline: its reasoning item is missing"

@@ -93,7 +93,6 @@ class McpManager(SessionHost):
         self._held: dict[str, str] = {}  # name → why it is not started (given by the caller)
         self._loop: LoopThread | None = None
         self._cond = threading.Condition()
-        self._strict: dict[str, bool] = {}
         #: (server generation, model-facing name) → (the MCP tool it was built from, the shiro Tool)
         self._built: dict[tuple[int, str], tuple[Any, Tool]] = {}
         _ALL.add(self)
@@ -191,10 +190,6 @@ class McpManager(SessionHost):
             taken.update(names.values())
             out.extend((entry, spec, names[spec.name]) for spec in specs)
         return out
-
-    def is_strict(self, tool_name: str) -> bool:
-        """Whether this tool's parameters fit structured-outputs strict mode (see :mod:`.schema`)."""
-        return self._strict.get(tool_name, False)
 
     def drain_notices(self) -> list[str]:
         """Notices not yet shown (one per server failure, naming it); each is returned once."""
@@ -304,7 +299,6 @@ class McpManager(SessionHost):
             return cached[1]
         params, strict = openai_schema(spec.input_schema)
         loose = normalize_schema(spec.input_schema) if strict else params
-        self._strict[name] = strict
         annotations = getattr(spec, "annotations", None)
         # a hint is the server's word: a repository's server could say read-only and write anyway
         read_only = not entry.config.from_project and bool(getattr(annotations, "read_only_hint", False))

@@ -227,11 +227,6 @@ class MemoryStore:
         #: where writes come from ({sessionId, notebook, cell, gitCommit}); set by the agent per turn
         self.provenance: dict[str, Any] | None = None
 
-    def provenance_of(self, name: str, scope: str) -> dict[str, Any] | None:
-        """The recorded provenance of the last write of ``name`` in ``scope``, if any."""
-        entry = read_provenance(self.dir_for(scope)).get(name)
-        return entry if isinstance(entry, dict) else None
-
     @classmethod
     def for_project(
         cls,

@@ -356,7 +356,6 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> str:
         raise ToolError(f"{_rel(ctx, target)} does not exist; use list_files to find the right path")
     single = target.is_file()
     out: list[str] = []
-    files_matched = 0
     skipped_binary = 0
     stopped = False
     for path in _grep_files(ctx, target):
@@ -369,17 +368,14 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> str:
         if _is_binary(data[:SNIFF_BYTES]):
             skipped_binary += 1
             continue
-        hit = False
         for lineno, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if regex.search(line):
                 if len(out) >= MAX_MATCHES:
                     stopped = True
                     break
-                hit = True
                 if len(line) > GREP_LINE_CHARS:
                     line = line[:GREP_LINE_CHARS] + " ..."
                 out.append(f"{_rel(ctx, path)}:{lineno}: {line}")
-        files_matched += hit
         if stopped:
             break
     where = _rel(ctx, target)

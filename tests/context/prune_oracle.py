@@ -1,5 +1,6 @@
 """The pruning ladder as it was before the session's meter kept each message's sizes (commit b52e15e):
-every step measured every part again. Kept as the oracle the faster ladder must agree with exactly."""
+every step measured every part again. Kept as the oracle the faster ladder must agree with exactly; and
+:func:`rung`, one rung of the ladder built on its own."""
 
 from __future__ import annotations
 
@@ -101,3 +102,12 @@ def prune_to_fit_oracle(
         if tokens <= threshold or final:
             return PruneResult(wire, n, len(wire), True, span, est, tokens, keep)
     raise AssertionError("the last rung always returns")
+
+
+def rung(messages: list[Message], keep: int) -> list[Message]:
+    """One rung of the ladder as messages: the plan for ``keep`` built, with the digest of the pruned span
+    inserted (as :func:`prune_to_fit_oracle` builds the rung it chooses). Never an empty list."""
+    plan, span = _plan(messages, keep)
+    wire = _build(messages, plan)
+    note = pruned_digest(messages, span, max(0, len(messages) - len(wire))) if span else None
+    return _with_digest(messages, wire, span, note)

@@ -9,12 +9,13 @@ import random
 from dataclasses import replace
 
 import pytest
+from prune_oracle import rung
 
 from shiro_kernel.context.digest import pruned_digest
 from shiro_kernel.context.limits import WIRE_RESULT_CHARS, limit_images, limit_sizes
 from shiro_kernel.context.measure import estimate_tokens, percent
 from shiro_kernel.context.meter import TokenMeter, wire_ready
-from shiro_kernel.context.prune import LADDER, keep_tail, prune_to_fit
+from shiro_kernel.context.prune import LADDER, prune_to_fit
 from shiro_kernel.context.rules import answered_only, check_and_repair, detach_provider_items, pending_calls
 from shiro_kernel.transcript import (
     Message,
@@ -136,7 +137,6 @@ def test_meter_matches_the_estimate_and_only_serialises_what_changed():
     assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 1
     del msgs[5:9]
     assert meter.estimate(msgs) == estimate_tokens(msgs) and meter.serialised == 0
-    assert meter.percent(meter.last + 10**9) == 0
 
 
 def test_the_meter_reads_only_what_follows_the_unchanged_start_and_forgets_steps_taken_back():
@@ -196,8 +196,7 @@ def test_stripping_reasoning_suffices_for_200_steps_and_keeps_all_200_calls():
 
 def test_ladder_takes_the_widest_rung_that_fits():
     msgs = history(100, output=400)
-    wire32, _ = keep_tail(msgs, 32)
-    wire16, _ = keep_tail(msgs, 16)
+    wire32, wire16 = rung(msgs, 32), rung(msgs, 16)
     threshold = (estimate_tokens(wire32) + estimate_tokens(wire16)) // 2  # 32 too big, 16 fits
     res = prune_to_fit(msgs, threshold)
     assert res.rung == 16 and res.messages == wire16 and res.tokens_after <= threshold
@@ -218,7 +217,7 @@ def test_no_tool_result_is_stranded_at_any_rung(seed):
     msgs = random_history(rng)
     snapshot = copy.deepcopy(msgs)
     for keep in LADDER:
-        wire, _ = keep_tail(msgs, keep)
+        wire = rung(msgs, keep)
         assert stranded(wire) == [], (seed, keep)
         assert all_ids(wire) == []
         assert wire and wire[0].text == "first prompt"
@@ -233,8 +232,9 @@ def test_no_tool_result_is_stranded_at_any_rung(seed):
 def test_pending_call_in_the_tail_is_kept():
     msgs = history(30, output=300)
     msgs.append(Message("assistant", [ToolCallPart("call_wait", "write_file", '{"path": "a.py"}')]))
-    wire, _ = keep_tail(msgs, 4)
-    assert wire[-1].tool_calls()[0].call_id == "call_wait"
+    res = prune_to_fit(msgs, 1)
+    assert res.rung == 4  # the narrowest rung: the last 4 messages
+    assert res.messages[-1].tool_calls()[0].call_id == "call_wait"
 
 
 # -- the repairs ----------------------------------------------------------------------------------
@@ -250,7 +250,7 @@ def test_answered_only_keeps_healthy_neighbour_and_pending_calls():
     assert out[0] is msgs[0].parts and out[1] is msgs[1].parts  # nothing to drop: the same list
     assert [r.call_id for r in out[2]] == ["call_ok"] and out[3] == []
     assert [c.call_id for c in out[1]] == ["call_ok", "call_wait"]  # no result: kept
-    wire, _ = keep_tail(msgs, 64)  # the pruned wire copy applies the same rule
+    wire = prune_to_fit(msgs, 1).messages  # the pruned wire copy applies the same rule
     assert [r.call_id for m in wire for r in m.tool_results()] == ["call_ok"]
 
 

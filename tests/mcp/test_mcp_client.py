@@ -21,6 +21,7 @@ from openai_rules import problems
 
 from shiro_kernel.mcp import McpManager
 from shiro_kernel.mcp.config import parse_server
+from shiro_kernel.provider import wire
 from shiro_kernel.tools import Tool, ToolContext, ToolError, ToolOutput, run_tool
 from shiro_kernel.transcript import ToolCallPart
 
@@ -164,7 +165,7 @@ def test_resources_as_text_lines(setup: Setup) -> None:
 
 def test_optional_arguments_strict_nulls_dropped(setup: Setup) -> None:
     tool = setup.tools()["mcp__sdk__greet"]
-    assert setup.manager.is_strict(tool.name)
+    assert wire.responses_tools([tool.spec()])[0]["strict"] is True
     assert tool.parameters["properties"]["punctuation"] == {"type": ["string", "null"]}
     call = ToolCallPart("c3", tool.name, '{"name": "Ada", "punctuation": null}')
     assert run_tool({tool.name: tool}, call, setup.ctx()).output == "Hello, Ada! (arguments: name)"
@@ -232,24 +233,14 @@ def test_crashing_server_one_notice_others_keep_working(setup: Setup) -> None:
 def test_schemas_accepted_by_both_apis(setup: Setup, fake_openai: object) -> None:
     tools = setup.manager.tools()
     assert len(tools) >= 24
-    for tool in tools:
-        found = problems(tool.name, tool.description, tool.parameters, setup.manager.is_strict(tool.name))
-        assert not found, (tool.name, found)
+    # the tools as the agent sends them: the wire layer marks each one strict or not
+    responses_tools = wire.responses_tools(t.spec() for t in tools)
+    chat_tools = wire.chat_tools(t.spec() for t in tools)
+    for spec in responses_tools:
+        found = problems(spec["name"], spec["description"], spec["parameters"], spec["strict"])
+        assert not found, (spec["name"], found)
     base_url = fake_openai.base_url  # type: ignore[attr-defined]
     client = openai.OpenAI(api_key="sk-test-mcp", base_url=base_url, max_retries=0)
-    responses_tools = [
-        {
-            "type": "function",
-            "name": t.name,
-            "description": t.description,
-            "parameters": t.parameters,
-            "strict": setup.manager.is_strict(t.name),
-        }
-        for t in tools
-    ]
-    chat_tools = [
-        {"type": "function", "function": {k: v for k, v in spec.items() if k != "type"}} for spec in responses_tools
-    ]
     client.responses.create(model="gpt-4o-mini", input="hi", tools=responses_tools)  # type: ignore[arg-type]
     client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], tools=chat_tools)  # type: ignore[arg-type]
     assert [r.path for r in fake_openai.requests] == ["/v1/responses", "/v1/chat/completions"]  # type: ignore[attr-defined]

@@ -53,8 +53,6 @@ def test_memory_write_records_a_sidecar_and_keeps_the_index(tmp_path):
     assert set(side) == {"etl"}
     assert {k: side["etl"][k] for k in ("sessionId", "notebook", "cell", "gitCommit")} == SOURCE
     assert side["etl"]["writtenAt"][:4].isdigit()
-    assert store.provenance_of("etl", "project") == side["etl"]
-    assert store.provenance_of("plain", "project") is None
     (tmp_path / "proj" / PROVENANCE).write_text("{broken")
     store.write("project", "etl", "v2")  # an unreadable sidecar is replaced, the write still succeeds
     assert set(json.loads((tmp_path / "proj" / PROVENANCE).read_text())) == {"etl"}
