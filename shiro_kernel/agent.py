@@ -11,6 +11,7 @@ one line for the user.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -23,7 +24,7 @@ from .context import cells as cell_changes
 from .context import restart, rules
 from .context.prompt import build_system_prompt
 from .errors import CorruptFile, ProviderError, RequestError, StoreError
-from .events import Done, Error, Event, Notice, TurnEnd
+from .events import Done, Error, Event, Notice, Recorded, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
@@ -36,7 +37,7 @@ from .store import files, private
 from .store.assets import assets
 from .store.autosave import Autosaver
 from .store.history import PromptHistory
-from .store.ids import short_id
+from .store.ids import short_id, uuid7
 from .store.live import Lease
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
@@ -47,6 +48,10 @@ from .turn import TurnOptions
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint, resumed_line
 
+NO_MODEL_IN_CHECK = (
+    "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
+    "turn to replay, or says --again)"
+)
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
 MERGE_RETRIES = 2
 SAVE_FAILED = (
@@ -90,6 +95,8 @@ class Agent:
             )
         )
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
+        #: the ids of the turns run or replayed in this kernel: a rerun of their cell asks the model
+        self.turns_here: set[str] = set()
         self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
         self._tightened_shown = False
 
@@ -332,6 +339,8 @@ class Agent:
     def setup(self, line: Line, front: Frontend = HEADLESS) -> TurnSetup:
         """Everything one turn runs with, decided now from this agent's state and ``line``."""
         variant, spec = agent_variant(self.config, line.agent)
+        if os.environ.get("SHIRO_CHECKING"):  # ``shiro check``'s own kernel: it reruns a notebook, never asks
+            raise RequestError(NO_MODEL_IN_CHECK)
         self._root = None  # looked up again: a folder may have become a repository since the last turn
         emit = front.on_event
         if not self.started:
@@ -364,7 +373,7 @@ class Agent:
                 budget_usd=self._budget(model, emit),
                 vision=self.config.vision,
             ),
-            on_event=self._turn_end(line.prompt, context.notebook_path, emit),
+            on_event=self._turn_end(line, context.notebook_path, emit),
         )
 
     def _tool_context(self, model: str) -> ToolContext:
@@ -434,16 +443,19 @@ class Agent:
 
         return system
 
-    def _turn_end(self, prompt: str, notebook: Path | None, emit: Callable[[Event], None]) -> Callable[[Event], None]:
-        """The turn's events for the view, with what the agent does when the turn ends first: the record is
-        written before the footer says it is saved. The prompt history is appended meanwhile, off the turn's
-        path (a convenience: a failure is one warning at the end)."""
-        history_job = files.background(self.history().append, prompt)
+    def _turn_end(self, line: Line, notebook: Path | None, emit: Callable[[Event], None]) -> Callable[[Event], None]:
+        """The turn's events for the view, with what the agent does when the turn ends first: the turn is
+        recorded for replay (its messages and cell, in the session; its calls, for the saved bundle), and the
+        record is written before the footer says it is saved. The prompt history is appended meanwhile, off
+        the turn's path (a convenience: a failure is one warning at the end)."""
+        history_job = files.background(self.history().append, line.prompt)
+        since, turn_id = len(self.session.messages), uuid7()
         if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private
             self._tighten = files.background(private.tighten_home)
 
         def on_event(event: Event) -> None:
             if isinstance(event, TurnEnd):
+                self._record_turn(line, since, turn_id, emit)
                 self._history_problem(history_job, emit)
                 self._tightened(emit)
                 self.mcp.emit_notices(emit)  # an MCP server that died during the turn
@@ -458,6 +470,26 @@ class Agent:
             emit(event)
 
         return on_event
+
+    def _record_turn(self, line: Line, since: int, turn_id: str, emit: Callable[[Event], None]) -> None:
+        """Keep which messages this turn made and in which cell (the session's ``turns``), count it as run in
+        this kernel (a rerun of its cell here asks the model), and hand the view its replay fields."""
+        from .replay.find import add_turn, new_span
+        from .replay.plan import replay_fields
+
+        self.turns_here.add(turn_id)
+        cell_id, ordinal = line.cell_id, line.ordinal
+        span = new_span(
+            self.session.messages, since=since, prompt=line.prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id
+        )
+        if span is None:  # the turn ended before its prompt was sent (a call left waiting answered first)
+            return
+        self.session.turns = add_turn(self.session.turns, span)
+        made = self.session.messages[span.start : span.end]
+        fields = replay_fields(
+            made, prompt=line.prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id, tools=self.tools
+        )
+        emit(Recorded(fields))
 
     def _tightened(self, emit: Callable[[Event], None]) -> None:
         """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it

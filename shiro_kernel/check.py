@@ -384,11 +384,21 @@ def _kernel_name(nb: Mapping[str, Any], wanted: str | None) -> str:
     return "python3"
 
 
+#: set in a check's kernel
+CHECKING = "SHIRO_CHECKING"
+
+
 def kernel_env(path: Path, home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of the check's kernel (see the module's doc)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     env.update(
-        {"JPY_SESSION_NAME": str(path), "SHIRO_REPLAY": "notebook", "SHIRO_HOME": str(home), "SHIRO_NO_WARMUP": "1"}
+        {
+            "JPY_SESSION_NAME": str(path),
+            "SHIRO_REPLAY": "notebook",
+            "SHIRO_HOME": str(home),
+            "SHIRO_NO_WARMUP": "1",
+            CHECKING: "1",  # a /check cell in the notebook does not start a check of its own
+        }
     )
     env.update(extra or {})
     return env
@@ -489,6 +499,8 @@ def check_notebook(
     cannot start."""
     from .context.cells import read_notebook
 
+    if os.environ.get(CHECKING):
+        raise RequestError("this kernel is a check's own run of the notebook: it does not start another check")
     source = Path(path).resolve()
     try:
         nb = read_notebook(source)

@@ -125,6 +125,25 @@ def _mcp(agent: Agent, arg: str) -> str:
     return MCP_USAGE
 
 
+NO_NOTEBOOK = "this kernel does not know its notebook file (JupyterLab and nbclient with JPY_SESSION_NAME tell it)"
+
+
+def _export(agent: Agent, arg: str) -> str:
+    from .export import export_notebook
+
+    if agent.notebook is None:
+        return f"nothing to export: {NO_NOTEBOOK}"
+    return export_notebook(agent.notebook, arg or None).summary()
+
+
+def _check(agent: Agent, arg: str) -> str:
+    from .check import check_notebook
+
+    if agent.notebook is None or not agent.notebook.is_file():
+        return f"nothing to check: {NO_NOTEBOOK}"
+    return check_notebook(agent.notebook).summary() + "\n(the saved file was checked: save first to check your edits)"
+
+
 def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
@@ -152,6 +171,8 @@ COMMANDS: dict[str, Command] = {
         "/mcp [allow|deny|serve|…]",
         "MCP servers and their tools; allow a repository's servers; serve this kernel to other agents",
     ),
+    "/export": Command(_export, "/export [OUT]", "write a plain notebook that runs without shiro (NAME.export.ipynb)"),
+    "/check": Command(_check, "/check", "rerun the saved notebook in a fresh kernel and report hidden state"),
     "/help": Command(_help, "/help", "this list"),
 }
 

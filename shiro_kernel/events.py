@@ -7,6 +7,7 @@ Renderers (text, widgets) only ever see these.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .transcript import Message, ToolCallPart, ToolResultPart
 
@@ -103,6 +104,14 @@ class Notice:
 
 
 @dataclass
+class Recorded:
+    """What the turn's saved bundle needs so a rerun of the notebook can replay it without the model: its
+    prompt, cell, ordinal, id and calls (``replay.plan.replay_fields``)."""
+
+    fields: dict[str, Any]
+
+
+@dataclass
 class BudgetReached:
     """The session's spend reached ``Shiro.budget_usd`` (or the next step would pass it): the turn stops
     before the next model call. Views say so in money (:func:`shiro_kernel.ui.money.budget_message`)."""
@@ -120,5 +129,5 @@ class TurnEnd:
     error: str | None = None
 
 
-TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | TurnEnd
+TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | Recorded | TurnEnd
 Event = ProviderEvent | TurnEvent

@@ -35,6 +35,10 @@ class Line:
     agent: str | None = None
     #: ``--again``: ask the model even where the cell's recorded turn could be replayed
     again: bool = False
+    #: the cell the line was typed in (its id, where the front end sends one) and the line's place among this
+    #: kernel's turns with the same prompt: what a rerun of the notebook finds the recorded turn by
+    cell_id: str | None = None
+    ordinal: int = 0
 
     @property
     def switches(self) -> bool:

@@ -35,6 +35,9 @@ class Session:
     always_allowed: set[str] = field(default_factory=set)
     #: the notebook's cell fingerprint at the end of the last turn (``context.cells.fingerprint``)
     cells: list[dict[str, Any]] | None = None
+    #: which messages each turn made, and in which cell (``replay.find.TurnSpan`` as JSON): what a rerun of
+    #: the notebook replays without the model
+    turns: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
     #: what other layers keep about this session's messages for its life, never saved (pruning's meter:
     #: :func:`shiro_kernel.context.meter.meter_of`)

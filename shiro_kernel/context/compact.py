@@ -57,6 +57,7 @@ def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THR
     if not text.strip():
         raise ProviderError(EMPTY_SUMMARY)
     session.messages[:] = [Message.user(SUMMARY_PREFIX + text.strip())]
+    session.turns = []  # the turns' messages are gone: nothing of them can be replayed
     changed = getattr(session, "changed", None)
     if callable(changed):
         changed()

@@ -67,6 +67,8 @@ def session_to_record(session: Session, model: str | None = None, *, updated_at:
         record["cells"] = list(session.cells)
     if session.vision is False:
         record["vision"] = False
+    if session.turns:
+        record["turns"] = list(session.turns)
     record["messages"] = messages_to_json(messages)
     return record
 
@@ -122,6 +124,8 @@ def session_from_record(record: dict[str, Any]) -> Session:
     session.tasks.restore(notebook.get("todos") if isinstance(notebook, dict) else None)
     session.cells = valid_cells(record.get("cells"))
     session.vision = False if record.get("vision") is False else None
+    turns = record.get("turns")
+    session.turns = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
     return session
 
 

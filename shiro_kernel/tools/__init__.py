@@ -16,7 +16,16 @@ from .base import MAX_RESULT_CHARS, Image, Tool, ToolContext, ToolError, ToolOut
 __all__ = ["Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "all_tools", "run_tool"]
 
 # module names under shiro_kernel.tools, in the order the model sees them
-_MODULES = ("python_tool", "inspect_tool", "files", "shell_tool", "notebook", "tasks_tool", "memory_tools")
+_MODULES = (
+    "python_tool",
+    "inspect_tool",
+    "files",
+    "shell_tool",
+    "notebook",
+    "check_tool",
+    "tasks_tool",
+    "memory_tools",
+)
 
 
 def all_tools() -> dict[str, Tool]:

@@ -25,6 +25,7 @@ from ..events import (
     Event,
     Notice,
     ReasoningDelta,
+    Recorded,
     TextDelta,
     ToolEnd,
     ToolProgress,
@@ -57,6 +58,8 @@ class ToolRow:
 class TurnLog:
     entries: list[Any] = field(default_factory=list)  # str (text), ToolRow, Notice
     end: TurnEnd | None = None
+    #: what the saved bundle needs to replay the turn (a :class:`~shiro_kernel.events.Recorded` event's)
+    replay: dict[str, Any] = field(default_factory=dict)
 
     def feed(self, event: Event) -> bool:
         """Fold one event in; returns True when the visible picture changed."""
@@ -99,6 +102,9 @@ class TurnLog:
         if isinstance(event, Notice):
             self.entries.append(event)
             return True
+        if isinstance(event, Recorded):
+            self.replay = dict(event.fields)
+            return False
         if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
             self.entries.append(Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning"))
             return True
@@ -291,7 +297,7 @@ def to_bundle_json(
             )
         else:
             entries.append({"type": "notice", "kind": entry.kind, "text": entry.text})
-    data: dict[str, Any] = {"version": TURN_FORMAT_VERSION, "entries": entries}
+    data: dict[str, Any] = {"version": TURN_FORMAT_VERSION, "entries": entries, **log.replay}
     if session_id:
         data["sessionId"] = session_id
     if tasks is not None:

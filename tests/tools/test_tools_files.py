@@ -298,4 +298,13 @@ def test_schemas_are_strict(ctx):
         assert params["required"] == list(params["properties"])
         assert tool.description and len(tool.description) < 600  # the seed's todo_write text is 431
     mutating = {name for name, tool in all_tools().items() if tool.mutates}
-    assert mutating == {"python", "write_file", "edit_file", "shell", "remember", "forget", "memory_write"}
+    assert mutating == {
+        "python",
+        "write_file",
+        "edit_file",
+        "shell",
+        "remember",
+        "forget",
+        "memory_write",
+        "notebook_check",
+    }
