@@ -215,7 +215,7 @@ class ShiroMagics(Magics):
         """``line`` with the cell it runs in and its place among this kernel's turns with its prompt."""
         from dataclasses import replace
 
-        from .context.cells import read_notebook
+        from .context.cells import read_notebook_shared
         from .replay.sites import Ordinals
 
         if self._ordinals is None:
@@ -224,7 +224,7 @@ class ShiroMagics(Magics):
         notebook = self.agent.notebook
         if self.cell_id is not None and notebook is not None:
             try:
-                nb = read_notebook(notebook)
+                nb = read_notebook_shared(notebook)
             except (OSError, ValueError):  # no notebook on disk yet: the count in this kernel decides
                 nb = None
         ordinal = self._ordinals.running(line.prompt, self.cell_id, nb)
@@ -264,6 +264,7 @@ class ShiroMagics(Magics):
             seen=agent.turns_here,
             tools=agent.tools,
             end=False,
+            current=agent.session if agent.started else None,
         )
         if outcome is None:
             return False

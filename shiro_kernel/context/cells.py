@@ -65,6 +65,25 @@ def fingerprint(path: str | Path | None) -> list[dict[str, Any]] | None:
     return [dict(row) for row in rows]
 
 
+_cache: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def read_notebook_shared(path: Path) -> dict[str, Any]:
+    """:func:`read_notebook`, parsed again only when the file changed (its size or modification time): the
+    turn's path reads the notebook at each ``%shiro`` (which cells changed, which recorded turn a cell has)
+    and a saved notebook with figures can be megabytes. The dict is shared: read it, never change it."""
+    st = path.stat()
+    key, stamp = str(path), (st.st_mtime_ns, st.st_size)
+    hit = _cache.get(key)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    nb = read_notebook(path)
+    if len(_cache) > 8:  # a kernel serves one notebook; a few more (tests, /check of another) are kept
+        _cache.clear()
+    _cache[key] = (stamp, nb)
+    return nb
+
+
 def read_notebook(path: Path) -> dict[str, Any]:
     """The notebook at ``path`` as a v4 dict, for showing its cells. Read as plain JSON, not with
     ``nbformat.read``: that validates against the schema (~2 s on its first call, the validator's import)
@@ -111,7 +130,7 @@ def _upgrade(raw: bytes) -> dict[str, Any]:
 
 def _read(path: Path) -> list[dict[str, Any]] | None:
     try:
-        nb = read_notebook(path)
+        nb = read_notebook_shared(path)
     except (OSError, ValueError):
         return None
     rows: list[dict[str, Any]] = []

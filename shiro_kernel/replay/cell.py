@@ -16,10 +16,10 @@ not ``--again``, and keeps the ids of the turns run or replayed in this kernel i
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from ..events import Event
 from .find import Found, find_turn
@@ -27,7 +27,9 @@ from .run import NOTEBOOK, ReplayResult, run_plan
 from .trust import may_replay_from_notebook, may_replay_from_record, notebook_trusted, untrusted_refusal
 
 if TYPE_CHECKING:
+    from ..session import Session
     from ..store.sessions import SessionStore
+    from ..transcript import Message
 
 
 @dataclass
@@ -42,31 +44,67 @@ class Refused:
     found: Found
 
 
-def _reader(store: SessionStore | None) -> Callable[[str], Mapping[str, Any] | None]:
+class _Messages(Sequence[Any]):
+    """A session's messages as a record holds them (JSON), made only for the messages asked for."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self._messages = messages
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [m.to_json() for m in self._messages[index]]
+        return self._messages[index].to_json()
+
+
+def in_memory(session: Session) -> Mapping[str, Any]:
+    """The record of the kernel's current session, from memory: what a replay reads of it (its turns and the
+    messages of one turn) without writing and parsing the whole record at each ``%shiro``."""
+    return {"id": session.id, "turns": list(session.turns), "messages": _Messages(session.messages)}
+
+
+def _reader(store: SessionStore | None, current: Session | None = None) -> Callable[[str], Mapping[str, Any] | None]:
     """Reads a session record without touching ``store``'s state (its conflict guard keeps the version it
-    last read or wrote, and a replay must not move it)."""
+    last read or wrote, and a replay must not move it); the current session is read from memory."""
     from ..errors import ShiroError
     from ..store import files
     from ..store.records import check_record
 
     def load(session_id: str) -> Mapping[str, Any] | None:
+        if current is not None and current.id == session_id and current.messages:
+            return in_memory(current)
         if store is None:
             return None
+        path = store.path_for(session_id)
         try:
-            return check_record(files.read_json(store.path_for(session_id)))
+            st = path.stat()
+            stamp = (str(path), st.st_mtime_ns, st.st_size)
+            if _last_record[0] != stamp:  # Restart & Run All replays cell after cell from one record
+                _last_record[:] = [stamp, check_record(files.read_json(path))]
+            return _last_record[1]  # type: ignore[no-any-return]
         except (ShiroError, ValueError, OSError):
             return None
 
     return load
 
 
+#: the record read last, by (path, mtime, size): [stamp, record]
+_last_record: list[Any] = [None, None]
+
+
 def _notebook(path: Path | None) -> dict[str, Any] | None:
-    from ..context.cells import read_notebook
+    from ..context.cells import read_notebook_shared
 
     if path is None:
         return None
     try:
-        return read_notebook(path)
+        return read_notebook_shared(path)
     except (OSError, ValueError):
         return None
 
@@ -84,25 +122,27 @@ def replay_cell(
     seen: Container[str] = (),
     tools: Mapping[str, Any] | None = None,
     end: bool = True,
+    current: Session | None = None,
 ) -> Replayed | Refused | None:
-    """Replay the running cell's recorded turn if it may (see the module's doc and :mod:`.trust`)."""
+    """Replay the running cell's recorded turn if it may (see the module's doc and :mod:`.trust`). ``current``:
+    the kernel's session, whose record is read from memory."""
     if setting == "off":
         return None
     path = Path(notebook_path) if notebook_path is not None else None
-    sessions: list[str] = []
+    sessions: list[str] = [current.id] if current is not None and current.messages else []
     if store is not None:
         try:
             latest = store.latest_for_notebook(path, cwd=str(Path.cwd()))
         except Exception:  # the index is a cache: without it, only the notebook's own session is looked in
             latest = None
-        if latest is not None:
+        if latest is not None and latest.id not in sessions:
             sessions.append(latest.id)
     found = find_turn(
         cell_id=cell_id,
         prompt=prompt,
         ordinal=ordinal,
         notebook=_notebook(path),
-        load=_reader(store),
+        load=_reader(store, current),
         sessions=sessions,
         tools=tools,
     )

@@ -24,7 +24,7 @@ for it finds nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +115,7 @@ def turns_of(record: Mapping[str, Any]) -> list[TurnSpan]:
 
 def _slice(record: Mapping[str, Any], start: int, end: int, prompt: str | None) -> list[Message] | None:
     raw = record.get("messages")
-    if not isinstance(raw, list) or end > len(raw):
+    if not isinstance(raw, Sequence) or end > len(raw):
         return None
     try:
         messages = messages_from_json(raw[start:end])
@@ -130,7 +130,7 @@ def _by_calls(record: Mapping[str, Any], call_ids: set[str]) -> tuple[int, int] 
     """The span (user message through the message before the next user message) holding ``call_ids``: how a
     turn is found in a record written before ``turns`` existed."""
     raw = record.get("messages")
-    if not isinstance(raw, list) or not call_ids:
+    if not isinstance(raw, Sequence) or not call_ids:
         return None
     hits = [
         index

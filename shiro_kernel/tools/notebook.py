@@ -8,7 +8,7 @@ import base64
 import re
 from typing import Any
 
-from ..context.cells import read_notebook
+from ..context.cells import read_notebook_shared
 from ..text import cut
 from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
@@ -93,7 +93,7 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     if not path.exists():
         raise ToolError(f"the notebook {path} does not exist on disk; it may not have been saved yet")
     try:
-        cells = read_notebook(path)["cells"]
+        cells = read_notebook_shared(path)["cells"]
     except OSError as exc:
         raise ToolError(f"could not read the notebook {path.name}: {exc.strerror or exc}") from None
     except ValueError as exc:

@@ -172,3 +172,27 @@ def test_export_and_check_from_the_notebook_and_the_agent_tool(fake_openai, tmp_
     exported = nbformat.read(path.with_name("sales.export.ipynb"), as_version=4)
     assert not any("shiro" in c.source for c in exported.cells if c.cell_type == "code")
     assert CODE in [c.source for c in exported.cells]
+
+
+def test_the_current_sessions_turns_are_found_in_memory(shiro_shell, fake_openai, monkeypatch):
+    """In a kernel whose session holds the turn (resumed, or run here before its variables were lost), the
+    record is read from memory, not from disk: the replay works with the record file gone."""
+    from IPython.utils.capture import capture_output
+
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": CODE})]), Reply(text="made monthly"))
+    shiro_shell.run_cell('%config Shiro.approval = "auto"')
+    shiro_shell.run_cell(f"%shiro {PROMPT}")
+    magics = shiro_shell.magics_manager.registry["ShiroMagics"]
+    agent = magics.agent
+    assert len(agent.session.turns) == 1 and agent.session.turns[0]["prompt"] == PROMPT
+    agent.autosaver.flush()
+    agent.store.path_for(agent.session.id).unlink()  # only memory has it now
+    del shiro_shell.user_ns["monthly"]
+    agent.turns_here.clear()  # as in a kernel where this turn has not run
+    magics._ordinals = None
+    with capture_output() as cap:
+        shiro_shell.run_cell(f"%shiro {PROMPT}")
+    assert len(fake_openai.requests) == 2  # no model call
+    shown = cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+    assert "replayed 1 python call of this turn without the model (recorded in session " in shown
+    assert shiro_shell.user_ns["monthly"].to_dict() == {1: 30, 2: 12}
