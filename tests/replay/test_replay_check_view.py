@@ -7,10 +7,9 @@ import base64
 
 from replayutil import bundle, call, code_cell, png, result, turn, turn_output
 
-from shiro_kernel.check import (
+from shiro_kernel.check import compare, diagnosis
+from shiro_kernel.reading import (
     Item,
-    compare,
-    diagnosis,
     difference,
     display_view,
     html_text,
