@@ -148,7 +148,7 @@ def replay_cell(
     )
     if found is None or found.turn_id in seen:
         return None
-    if found.source == NOTEBOOK:
+    if found.source == NOTEBOOK and found.plan.runs:  # an answer with no code to run shows, trusted or not
         trusted = setting == "auto" and path is not None and notebook_trusted(path)
         if not may_replay_from_notebook(setting, trusted):
             return Refused(untrusted_refusal(path, prompt, len(found.plan.runs)), found)
