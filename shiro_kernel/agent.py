@@ -29,6 +29,7 @@ from .line import Line
 from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
+from .notebook import LiveNotebook, live_notebook
 from .prepare import HEADLESS, Frontend, TurnSetup
 from .provider import Provider, ProviderSettings
 from .provider.pricing import price_of
@@ -349,6 +350,7 @@ class Agent:
                 emit(Notice(restart.notice(list(self.lost)), kind="warning"))
         self.mcp.flush_notes()
         model = self.session.model = line.model or self.config.model
+        self._attach_notebook(line.cell_id)
         context = self._tool_context(model)
         effort = spec.get("reasoning_effort")
         provider = self.provider(model, str(effort) if effort else None)
@@ -399,7 +401,25 @@ class Agent:
             notes=notes,
             memories=memories,
             provenance=provenance,
+            notebook=self.live,
+            approval=self.config.approval,
+            approval_timeout_s=self.config.approval_timeout_s,
         )
+
+    @property
+    def live(self) -> LiveNotebook | None:
+        """The front end's live document, where a Jupyter kernel has one (:mod:`shiro_kernel.notebook`)."""
+        return live_notebook(self.shell)
+
+    def _attach_notebook(self, cell_id: str | None) -> None:
+        """The turn's cell (``propose_cell`` inserts below it); a channel no front end answered is opened again
+        (a page reload drops the front end's end of it), its hello arriving while the model answers."""
+        live = self.live
+        if live is None:
+            return
+        live.turn_cell = cell_id
+        if not live.channel.attached:
+            live.channel.open(self._notebook_str())
 
     def mcp_context(self) -> ToolContext:
         """The tool context of another agent's call through ``/mcp serve`` (no Stop: it is not a turn)."""

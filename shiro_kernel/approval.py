@@ -35,10 +35,12 @@ def headless_approver(call: ToolCallPart, tool: Tool) -> str:
 def decide(policy: str, tool: Tool | None, *, allowed: bool = False) -> str:
     """APPROVE, DENY or ASK for one call under ``policy``. ``allowed``: "Always this session" was given for
     it. A tool that changes nothing (or an unknown tool, which fails on its own) never needs approval."""
-    if tool is None or not tool.mutates or policy == "auto":
+    if tool is None or policy == "auto":
         return APPROVE
-    if policy == "read-only":
+    if policy == "read-only" and (tool.mutates or tool.reviewed):
         return DENY
+    if not tool.mutates:  # a reading tool, or one that shows its change in the notebook for Accept / Reject
+        return APPROVE
     return APPROVE if allowed else ASK
 
 

@@ -93,6 +93,11 @@ class Shiro(Configurable):
     timeout_s = Float(120.0, help="Seconds to wait for the model server before a request counts as timed out.").tag(
         config=True
     )
+    approval_timeout_s = Float(
+        600.0,
+        help="Seconds an approval question (buttons, or a change shown in the notebook) waits for an answer; "
+        "unanswered, it counts as a refusal the model is told about, and queued prompts move on.",
+    ).tag(config=True)
     frontend = Enum(
         ["auto", "widgets", "text"],
         "auto",

@@ -395,9 +395,24 @@ def load(shell: Any) -> None:
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)
+    _open_notebook_channel(shell)
     warmup.start(warm_options, base_url=lambda: config.base_url)
     if _asked_in_this_cell(shell):
         print(LOADED_TOO_LATE, file=sys.stderr)
+
+
+def _open_notebook_channel(shell: Any) -> None:
+    """In a Jupyter kernel, open the comm the labextension answers (docs/notebook-protocol.md): its hello
+    arrives when this cell ends, so the first turn already knows whether the live document can be edited."""
+    if type(shell).__name__ != "ZMQInteractiveShell":
+        return
+    from .notebook import live_notebook
+    from .store.paths import notebook_path
+
+    live = live_notebook(shell)
+    if live is not None:
+        path = notebook_path(getattr(shell, "user_ns", None))
+        live.channel.open(str(path) if path else None)
 
 
 def unload(shell: Any) -> None:
@@ -421,3 +436,6 @@ def unload(shell: Any) -> None:
     shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, Shiro)]
     kernel.unwatch_comm_opens(shell)
     kernel.uninstall_interrupt_handler(shell)
+    from .notebook import detach
+
+    detach(shell)

@@ -343,6 +343,7 @@ class Turn:
         """
         results = self._step_results = []  # kept on the turn: an interrupt records what finished
         waiting = False
+        self._stage_reviews(calls)
         for call in calls:
             if self.abort.is_set():
                 results.append(ToolResultPart(call.call_id, call.name, ABORTED, is_error=True))
@@ -372,6 +373,20 @@ class Turn:
             self.session.append(Message("tool", list[Part](results)))
         return not waiting
 
+    def _stage_reviews(self, calls: list[ToolCallPart]) -> None:
+        """The step's changes to the notebook go to the user as one review (Accept all), not one by one."""
+        notebook = self.ctx.notebook
+        reviewed = [c for c in calls if (t := self.tools.get(c.name)) is not None and t.reviewed]
+        if notebook is None or len(reviewed) < 2:
+            return
+        staged = []
+        for call in reviewed:
+            try:
+                staged.append((call.call_id, call.name, call.parsed_arguments()))
+            except ValueError:  # malformed arguments: that call fails on its own
+                continue
+        notebook.stage(staged)
+
     def _approval(self, call: ToolCallPart, tool: Tool | None) -> str:
         verdict = decide(self.options.approval, tool, allowed=call.name in self.session.always_allowed)
         if verdict != ASK:
@@ -387,7 +402,7 @@ class Turn:
         def progress(text: str) -> None:  # from the tool's thread: the view hands it to the kernel's
             self.on_event(ToolProgress(call.call_id, text))
 
-        ctx = replace(self.ctx, progress=progress)
+        ctx = replace(self.ctx, progress=progress, call_id=call.call_id)
 
         def job() -> ToolResultPart:
             return run_tool(self.tools, call, ctx)

@@ -30,12 +30,15 @@ def test_todos_sessions_save_resume_clear(shell, fake_openai):
         Reply(tool_calls=[Call("todo_write", {"todos": [{"content": "fix the join", "status": "blocked"}]})]),
         Reply(text="blocked on the join"),
     )
-    out = run(shell, "%shiro why does the join drop rows?")
-    assert "blocked on the join" in out
+    tool_row, answer, _footer = run(shell, "%shiro why does the join drop rows?").split("\n\n")
+    assert tool_row.startswith("✓ todo_write([{'content': 'fix the join', 'status': 'blocked'}]) · ok · ")
+    assert answer == "blocked on the join"
     first = agent(shell).session.id
     assert run(shell, "%shiro /save").strip() == f"saved {first}"
-    todos = run(shell, "%shiro /todos")
-    assert "tasks ........................................ 0/1  1 blocked" in todos and "[!] fix the join" in todos
+    assert run(shell, "%shiro /todos").splitlines() == [
+        "tasks ........................................ 0/1  1 blocked",
+        "[!] fix the join",
+    ]
     rows = run(shell, "%shiro /sessions")
     assert rows.startswith(first[:18]) and "4msg  why does the join drop rows?" in rows
 

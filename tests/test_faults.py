@@ -853,10 +853,13 @@ def test_file_tools_on_fifos_return_at_once_and_the_next_call_works(tmp_path):
     elapsed = time.monotonic() - started
     hung = int(worker.is_alive())
     assert not hung, "a file tool blocked on a FIFO"
-    assert "not a regular file" in outputs[0]
-    assert "data.txt" in outputs[1] and "pipe" not in outputs[1]
-    assert "No matches" in outputs[2] or outputs[2].startswith("Error:")  # a FIFO is skipped, never opened
-    assert "needle" in outputs[4]  # the next call works
+    assert outputs == [
+        "Error: pipe is not a regular file (a pipe, device or socket); it cannot be read",
+        "data.txt:1: needle",  # the FIFOs are skipped, never opened
+        "No matches for 'needle' in pipe.",
+        "data.txt\npipe\nsub.fifo",  # listed, not opened
+        "     1\tneedle\n[data.txt: 1 lines]",  # the next call works
+    ]
     record(
         "`read_file` / `grep` / `list_files` on FIFOs, then an ordinary call",
         len(calls),

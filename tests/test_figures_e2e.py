@@ -76,7 +76,9 @@ def test_a_plot_reaches_the_cell_and_the_model_and_not_the_next_cell(fake_openai
     figures = [o for o in tool["outputs"] if "image/png" in o["data"]]
     assert len(figures) == 1 and base64.b64decode(figures[0]["data"]["image/png"]).startswith(PNG)
     assert '<img class="shiro-output" src="data:image/png;base64,' in final["data"]["text/html"]
-    assert "[<Figure" in final["data"]["text/plain"] or "[image/png" in final["data"]["text/plain"]
+    said, tool_row, answer, _footer = final["data"]["text/plain"].split("\n\n")
+    assert (said, answer) == ("Plotting it.", "The curve is a parabola.")
+    assert tool_row.splitlines()[1:] == ["  [<Figure size 640x480 with 1 Axes>]"]  # the figure's text stand-in
     # nothing leaked: no stray figure in the turn's own cell outside the bundle, nor in the next cell
     stray = [
         o
@@ -107,5 +109,11 @@ def test_a_model_without_vision_gets_one_retry_with_a_text_description(fake_open
     retry = json.dumps(fake_openai.requests[2].body)
     assert "this model takes no images" in retry and "x against its square" in retry
     text = json.dumps(nb.cells[2].outputs)
-    assert "A rising curve." in text and "does not take images" in text
+    final = [o for o in nb.cells[2].outputs if "application/vnd.shiro.turn+json" in o.get("data", {})][-1]
+    _tool_row, notice, answer, _footer = final["data"]["text/plain"].split("\n\n")
+    assert notice == (
+        "[this model does not take images: the step was re-sent with text descriptions of the figures instead, "
+        "and this session will keep doing so (%config Shiro.vision = True sends images again)]"
+    )
+    assert answer == "A rising curve."
     assert NO_VISION_MESSAGE not in text  # the refusal was handled, not shown as the turn's error

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
 from fakeopenai import Call, Reply
 from kernelutil import NOTEBOOK_KEY as KEY
-from kernelutil import outputs_text, run_notebook, tool_output
+from kernelutil import run_notebook, tool_output
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
@@ -38,10 +39,11 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     assert all(r.path.endswith(path) for r in fake_openai.requests)
     # the model's second request carries the real value computed in the kernel
     assert tool_output(fake_openai.requests[1]).strip() == "2.0"
-    answer = outputs_text(nb.cells[3])
-    assert "The mean of `df.x` is **2.0**." in answer
-    assert "python" in answer and "df.x.mean()" in answer  # the tool line
-    assert "Traceback" not in answer
+    (shown,) = nb.cells[3].outputs  # one display: no stream, no traceback
+    said, tool_row, answer, _footer = shown["data"]["text/plain"].split("\n\n")
+    assert said == "I'll compute it in the kernel."
+    assert re.fullmatch(r"✓ python\(df\.x\.mean\(\)\) · ok · [\d.]+ m?s", tool_row), tool_row
+    assert answer == "The mean of `df.x` is **2.0**."
     assert KEY not in json.dumps(nb)
     assert fake_openai.validation_errors == []
     # the static rendering stays in the notebook: HTML with an expandable tool row, and the turn bundle
@@ -78,10 +80,18 @@ def test_headless_ask_does_not_block_and_says_how_to_allow(fake_openai, tmp_path
         {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
     )
     refused = tool_output(fake_openai.requests[1])
-    assert refused.startswith("Error: not approved")
-    assert '%config Shiro.approval = "auto"' in refused
-    text = outputs_text(nb.cells[1])
-    assert "not approved" in text and "Shiro.approval" in text
+    assert refused == (
+        "Error: not approved — this run cannot show approval buttons (no widget frontend) and Shiro.approval is "
+        '"ask", so python was not run. To allow it, run `%config Shiro.approval = "auto"` and ask again.'
+    )
+    (shown,) = [o["data"]["text/plain"] for o in nb.cells[1].outputs if "text/plain" in o.get("data", {})]
+    tool_row, notice, answer, _footer = shown.split("\n\n")
+    assert tool_row.splitlines()[1:] == [f"  ↳ {refused}"]
+    assert notice == (
+        "[this run cannot show approval buttons, so calls that change something were not run; to allow them in "
+        'a headless run you trust, run %config Shiro.approval = "auto" and ask again]'
+    )
+    assert answer == "I was not allowed: Error: not approved — this run cannot show approval buttons"
 
 
 def test_missing_key_in_a_notebook_is_a_paragraph_not_a_traceback(tmp_path):
@@ -90,6 +100,11 @@ def test_missing_key_in_a_notebook_is_a_paragraph_not_a_traceback(tmp_path):
         ["%load_ext shiro_kernel", "%shiro --wait hello?"],
         {"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""},
     )
-    text = outputs_text(nb.cells[1])
-    assert "No API key: set OPENAI_API_KEY" in text and "Traceback" not in text
-    assert all(o.get("output_type") != "error" for o in nb.cells[1].outputs)
+    (shown,) = nb.cells[1].outputs  # one display, not an error output
+    assert shown["output_type"] == "display_data"
+    said, _footer = shown["data"]["text/plain"].split("\n\n")
+    assert said == (
+        "shiro: No API key: set OPENAI_API_KEY (in a notebook: %env OPENAI_API_KEY=sk-...), or point shiro at a "
+        "local OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) with "
+        '%config Shiro.base_url = "http://localhost:11434/v1" (or OPENAI_BASE_URL), where no key is needed.'
+    )

@@ -88,9 +88,9 @@ def test_warnings_exact_texts() -> None:
 def test_no_warning_when_all_done_or_all_blocked() -> None:
     tasks = TaskList()
     out, _ = call(tasks, [{"content": "a", "status": "done"}, {"content": "b", "status": "done"}])
-    assert "Warning" not in out
+    assert out == "Task list updated: 2/2 done.\n[x] a\n[x] b"  # no warning line
     out, _ = call(tasks, [{"content": "a", "status": "blocked", "note": "x"}, {"content": "b", "status": "done"}])
-    assert "Warning" not in out
+    assert out == "Task list updated: 1/2 done.\n[!] a  (x)\n[x] b"
     out, _ = call(tasks, [])
     assert out == "Task list updated: 0/0 done."
 

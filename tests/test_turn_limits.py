@@ -4,7 +4,7 @@ InteractiveShell."""
 
 from __future__ import annotations
 
-import json
+import re
 import time
 from pathlib import Path
 
@@ -24,6 +24,11 @@ from shiro_kernel.tools import ToolContext, all_tools
 from shiro_kernel.turn import STEP_OUTPUT_CHARS, TurnOptions
 from shiro_kernel.ui.text_view import time_limit
 from shiro_kernel.ui.widgets import TurnView
+
+TIME_LIMIT_NOTICE = (
+    "the turn ran past its time limit of 2 s and was stopped; what finished is kept "
+    "(raise it with %config Shiro.turn_timeout_s = ...)"
+)
 
 
 @pytest.fixture
@@ -92,10 +97,13 @@ def test_a_turn_past_its_time_limit_stops_within_it(env, tmp_path, shell):
     assert elapsed < 6
     record("python `while True` in a blocking turn, limit 2 s", 1, 0, f"stopped after {elapsed:.1f} s, output kept")
     assert end.reason == "timeout"
-    assert any(isinstance(e, Notice) and "time limit of 2 s" in e.text for e in events)
+    assert [e.text for e in events if isinstance(e, Notice)] == [TIME_LIMIT_NOTICE]
     (output,) = results(turn).values()
-    assert output.startswith("Error: interrupted after ") and "the turn reached its time limit" in output
-    assert "spinning" in output
+    assert re.fullmatch(
+        r"Error: interrupted after [\d.]+ s — the turn reached its time limit while this call ran; "
+        r"its output so far:\nspinning",
+        output,
+    ), output
 
 
 def test_a_five_megabyte_argument_is_shortened_on_the_wire_only(env, tmp_path, shell):
@@ -115,7 +123,8 @@ def test_a_five_megabyte_argument_is_shortened_on_the_wire_only(env, tmp_path, s
     call = turn.session.messages[1].tool_calls()[0]
     assert len(call.arguments) > 5_000_000  # the record keeps it whole
     notices = [e.text for e in events if isinstance(e, Notice)]
-    assert any("1 oversized tool argument or result shortened in the request" in n for n in notices)
+    shortened = "1 oversized tool argument or result shortened in the request (the session keeps them whole)"
+    assert notices == [shortened, shortened]  # one for each turn's requests
     record(
         "a tool call with a 5 MB argument",
         len(sizes) - 1,
@@ -201,8 +210,9 @@ def test_a_headless_notebook_turn_that_never_ends_stops_at_its_limit(fake_openai
     )
     elapsed = time.monotonic() - started
     assert elapsed < 40
-    text = json.dumps(nb.cells[3].outputs)
-    assert "time limit of 2 s" in text
+    (shown,) = [o["data"]["text/plain"] for o in nb.cells[3].outputs if "text/plain" in o.get("data", {})]
+    _tool_row, notice, _footer = shown.split("\n\n")
+    assert notice == f"[{TIME_LIMIT_NOTICE}]"
     assert [o.get("text") for o in nb.cells[4].outputs] == ["after\n"]
     record(
         "headless notebook (nbclient) `while True`, Shiro.turn_timeout_s = 2",

@@ -45,7 +45,9 @@ def build_parser(table: list[Command] | None = None) -> tuple[argparse.ArgumentP
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     by_name: dict[str, Command] = {}
     for command in table if table is not None else commands():
-        command.add_arguments(sub.add_parser(command.name, help=command.help, description=command.help))
+        # argparse %-formats a help (not a description): "%shiro" would print as "%s" of a dict + "hiro"
+        help_ = command.help.replace("%", "%%")
+        command.add_arguments(sub.add_parser(command.name, help=help_, description=command.help))
         by_name[command.name] = command
     return parser, by_name
 

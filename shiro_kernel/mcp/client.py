@@ -112,12 +112,6 @@ class McpManager(SessionHost):
             configs = load_config(self.root, trait, include_file=False)
         return configs
 
-    def configure_from(
-        self, root: Path, trait: Mapping[str, Any] | None = None, held: Mapping[str, str] | None = None
-    ) -> None:
-        """:meth:`load`, then :meth:`configure`."""
-        self.configure(self.load(root, trait), held)
-
     def configure(self, configs: Mapping[str, ServerConfig], held: Mapping[str, str] | None = None) -> None:
         """Start new servers, restart changed ones, stop removed ones; returns at once. ``held``: names not
         to start (stopped if running), each with the reason ``/mcp`` shows."""

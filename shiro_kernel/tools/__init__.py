@@ -22,6 +22,7 @@ _MODULES = (
     "files",
     "shell_tool",
     "notebook",
+    "cells",
     "check_tool",
     "tasks_tool",
     "memory_tools",
@@ -129,7 +130,8 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
         return result(f"Error: {type(exc).__name__}: {exc}", True)
     if not isinstance(output, ToolOutput):
         return result(output)
-    part = result(output.text)
+    part = result(output.text, output.is_error)
+    part.meta.update(output.meta)
     part.displays = [_redact_display(d) for d in output.displays]
     notes: list[str] = []
     for image in output.images:  # the model's copy: downscaled, stored by hash, referred to from the part

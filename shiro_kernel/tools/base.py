@@ -20,6 +20,7 @@ from ..errors import ToolError
 if TYPE_CHECKING:
     from ..memory.named import MemoryStore
     from ..memory.notes import NoteStore
+    from ..notebook.document import LiveNotebook
     from ..tasks import TaskList
 
 __all__ = ["MAX_RESULT_CHARS", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
@@ -46,6 +47,10 @@ class ToolOutput:
     text: str
     images: list[Image] = field(default_factory=list)
     displays: list[dict[str, Any]] = field(default_factory=list)
+    #: a failure that still has something to show (a rejected change's row): the text starts ``Error:``
+    is_error: bool = False
+    #: kept with the result for the views (not sent to the model): e.g. a cell change's row
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -71,6 +76,14 @@ class ToolContext:
     progress: Callable[[str], None] | None = None
     #: images for the model are downscaled to this long side (``Shiro.image_max_px``)
     image_max_px: int = 1024
+    #: the front end's live document (None: no front end with the extension; the cell tools say so)
+    notebook: LiveNotebook | None = None
+    #: ``Shiro.approval``: the cell tools review their changes in the notebook under "ask"
+    approval: str = "ask"
+    #: how long a question to the user waits before it counts as a refusal (``Shiro.approval_timeout_s``)
+    approval_timeout_s: float = 600.0
+    #: the call being run (set by the turn for each call)
+    call_id: str = ""
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.
@@ -119,6 +132,9 @@ class Tool:
     run: Callable[[dict[str, Any], ToolContext], str | ToolOutput]
     #: True for tools that change something (run code, write files, shell): they need approval
     mutates: bool = False
+    #: True for tools that ask in the notebook itself (a diff with Accept / Reject on the cell): no approval
+    #: question before them, but refused under "read-only"
+    reviewed: bool = False
     #: False for tools that never touch the kernel's namespace or shell (an MCP server's): a background turn
     #: runs them on its own thread, so the kernel stays responsive and Stop reaches them at once
     kernel_thread: bool = True

@@ -1,6 +1,7 @@
-"""Notebook tools: ``notebook_read`` (the notebook as saved on disk, read as JSON: no nbformat validation,
-no nbformat warning in the user's cell; with ``images: true`` the cells' image outputs come back as images,
-so "look at my plot in cell 5" works) and ``propose_cell``."""
+"""Notebook tools: ``notebook_read`` (the live document when a front end with the extension is attached,
+unsaved edits included; else the file on disk, read as JSON: no nbformat validation, no nbformat warning in
+the user's cell; it says which. With ``images: true`` the cells' image outputs come back as images, so "look
+at my plot in cell 5" works) and ``propose_cell`` (a new cell below the asking one, not run: an insert)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ def _format_cell(index: int, cell: Any) -> str:
     if kind == "code":
         count = cell.get("execution_count")
         header += f" ({count if count is not None else 'not run'})"
+    if cell.get("id"):
+        header += f" id={cell['id']}"
+    if cell.get("editing"):
+        header += " (the user is typing in it)"
     lines = [header, cut(_text(cell.get("source", "")), SOURCE_CHARS)]
     outputs = _outputs(cell)
     if outputs:
@@ -83,8 +88,26 @@ def _cell_images(index: int, cell: Any) -> list[Image]:
     return found
 
 
+def _live_cells(ctx: ToolContext) -> tuple[list[dict[str, Any]], str] | None:
+    """The live document's cells and how to say where they came from; None without a front end that
+    answers (then the file on disk is read)."""
+    notebook = ctx.notebook
+    if notebook is None or not notebook.channel.attached:
+        return None
+    try:
+        read = notebook.read(ctx.abort)
+    except ToolError:  # blocked (a --wait turn), or no answer: the file on disk instead, and it says so
+        return None
+    unsaved = "with unsaved edits" if read["dirty"] else "saved"
+    return read["cells"], f"live in the notebook ({unsaved})"
+
+
 def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     path = ctx.notebook_path
+    found = _live_cells(ctx)
+    if found is not None:
+        cells, where = found
+        return _shown(args, cells, path.name if path else "the notebook", where)
     if path is None:
         raise ToolError(
             "no notebook is known for this session (the kernel could not tell which notebook it runs "
@@ -98,6 +121,12 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         raise ToolError(f"could not read the notebook {path.name}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ToolError(f"could not read the notebook {path.name}: {exc}") from None
+    if ctx.notebook is not None:
+        ctx.notebook.remember(cells)  # the cells' ids, for changes the front end makes later
+    return _shown(args, cells, path.name, "as saved on disk; unsaved edits are not included")
+
+
+def _shown(args: dict[str, Any], cells: list[dict[str, Any]], name: str, where: str) -> str | ToolOutput:
     wanted = args.get("cells")
     if wanted is None or wanted == []:
         indices = list(range(len(cells)))
@@ -108,13 +137,13 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         if bad:
             valid = f"0-{len(cells) - 1}" if cells else "none: the notebook is empty"
             raise ToolError(
-                f"no cell {', '.join(map(str, bad))} in {path.name}; it has {len(cells)} cells (indices {valid})"
+                f"no cell {', '.join(map(str, bad))} in {name}; it has {len(cells)} cells (indices {valid})"
             )
         indices = [i % len(cells) for i in wanted]
     if not cells:
-        return f"{path.name} has no cells."
+        return f"{name} has no cells ({where})."
     body = "\n\n".join(_format_cell(i, cells[i]) for i in indices)
-    text = f"{path.name} as saved on disk ({len(cells)} cells; unsaved edits are not included):\n\n{body}"
+    text = f"{name}, {where} ({len(cells)} cells):\n\n{body}"
     if not args.get("images"):
         return text
     images = [image for i in indices for image in _cell_images(i, cells[i])]
@@ -133,6 +162,19 @@ def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
     if not isinstance(code, str) or not code.strip():
         raise ToolError("code is empty; pass the code for the new cell")
     lines = code.count("\n") + (0 if code.endswith("\n") else 1)
+    notebook = ctx.notebook
+    if notebook is not None and notebook.channel.attached:
+        outcome = notebook.change(
+            ctx.call_id or "propose_cell",
+            "propose_cell",
+            args,
+            review=ctx.approval == "ask",
+            timeout=ctx.approval_timeout_s,
+            abort=ctx.abort,
+        )
+        if not outcome.is_error:
+            return f"{outcome.text} It has not been run; the user decides whether to run it."
+        return outcome.text
     if ctx.propose is None:
         return (
             "The cell could not be inserted (no notebook front end is attached). Show the user this code so "
@@ -155,9 +197,10 @@ TOOLS = [
     Tool(
         name="notebook_read",
         description=(
-            "Read the current notebook as saved on disk: each cell's index, type, execution count, source and "
-            "outputs as text (long outputs truncated). Pass cell indices or null for all; images: true attaches the "
-            "cells' image outputs (plots) as images you can look at."
+            "Read the current notebook (live, with the user's unsaved edits, when JupyterLab is attached; else as "
+            "saved on disk): each cell's index, id, type, execution count, source and outputs as text (long "
+            "outputs truncated). Pass cell indices or null for all; images: true attaches the cells' image outputs "
+            "(plots) as images you can look at. The cell tools name cells by these indices."
         ),
         parameters=schema(
             {
@@ -174,6 +217,7 @@ TOOLS = [
             optional=("cells", "images"),
         ),
         run=notebook_read,
+        kernel_thread=False,  # the live read waits for the front end, whose answer needs the kernel's thread free
     ),
     Tool(
         name="propose_cell",
@@ -183,5 +227,7 @@ TOOLS = [
         ),
         parameters=schema({"code": {"type": "string", "description": "the code for the new cell"}}),
         run=propose_cell,
+        reviewed=True,
+        kernel_thread=False,
     ),
 ]

@@ -52,6 +52,8 @@ class ToolRow:
     outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
     progress: str = ""  # the running call's last progress line
     refused: bool = False  # not run: not approved (its whole first line says how to allow it)
+    #: a cell change the call asked for (``notebook_edit`` …): kind, cell, added, removed, diff, status
+    change: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -97,6 +99,8 @@ class TurnLog:
                     row.output = event.result.output
                     row.outputs = list(event.result.displays)
                     row.refused = event.refused
+                    change = event.result.meta.get("change")
+                    row.change = dict(change) if isinstance(change, dict) else {}
                     break
             return True
         if isinstance(event, Notice):
@@ -162,7 +166,27 @@ def _duration(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
+CHANGED = {"edit": "edited", "insert": "inserted", "delete": "deleted"}
+
+
+def change_line(change: dict[str, Any]) -> str:
+    """A cell change as its compact row: ``edited cell 3: +2 −1``, ``inserted cell 4 (rejected)``."""
+    kind = str(change.get("kind") or "edit")
+    cell = change.get("cell")
+    where = f"cell {cell}" if isinstance(cell, int) and cell >= 0 else "a cell"
+    line = f"{CHANGED.get(kind, kind)} {where}"
+    if kind == "edit":
+        line += f": +{int(change.get('added') or 0)} −{int(change.get('removed') or 0)}"
+    status = change.get("status")
+    if status not in ("accepted", "applied"):
+        line += f" ({status})" if kind != "edit" else f" — {status}"
+    return line
+
+
 def _row_line(row: ToolRow, markdown: bool) -> str:
+    if row.change and row.status != "running":
+        line = change_line(row.change)
+        return md_code(line) if markdown else line
     mark = {"running": "…", "ok": "✓", "error": "✗"}[row.status]
     bits = [row.status if row.status != "ok" else "ok"]
     if row.seconds is not None:
@@ -293,6 +317,7 @@ def to_bundle_json(
                     "output": output,
                     "code": entry.code[:_OUTPUT_KEEP],
                     "outputs": kept,
+                    **({"change": _kept_change(entry.change)} if entry.change else {}),
                 }
             )
         else:
@@ -333,11 +358,35 @@ def to_html(log: TurnLog, extra: str = "") -> str:
     return "\n".join(out)
 
 
+def _kept_change(change: dict[str, Any]) -> dict[str, Any]:
+    diff = str(change.get("diff") or "")
+    return {**change, "diff": diff if len(diff) <= _OUTPUT_KEEP else diff[:_OUTPUT_KEEP] + "\n[… the diff is cut]"}
+
+
+def _diff_html(diff: str) -> str:
+    """A change's diff as escaped lines, removed red and added green (the diff is the model's text)."""
+    lines = []
+    for line in diff[:_OUTPUT_KEEP].splitlines():
+        colour = "#b31d28" if line.startswith("-") else "#22863a" if line.startswith("+") else "inherit"
+        lines.append(f'<span style="color:{colour}">{html.escape(line)}</span>')
+    return (
+        '<pre class="shiro-cell-diff" style="white-space:pre;overflow:auto;max-height:24em">'
+        + "\n".join(lines)
+        + "</pre>"
+    )
+
+
 def entry_html(entry: Any) -> str:
     """One log entry as HTML: text as Markdown, a tool row as ``<details>`` (output on expand), a notice.
     Every string from the model or a tool is escaped; the live widgets draw these too."""
     if isinstance(entry, str):
         return md_to_html(entry.strip())
+    if isinstance(entry, ToolRow) and entry.change and entry.status != "running":
+        summary = html.escape(change_line(entry.change))
+        return (
+            f'<details class="shiro-tool shiro-cell-change"><summary><code>{summary}</code></summary>'
+            f"{_diff_html(str(entry.change.get('diff') or ''))}</details>"
+        )
     if isinstance(entry, ToolRow):
         summary = html.escape(_row_line(entry, False))
         code = (

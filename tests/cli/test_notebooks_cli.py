@@ -31,8 +31,12 @@ def _turn(prompt: str, code: str, answer: str) -> list[Message]:
 def test_the_commands_are_listed(capsys):
     with pytest.raises(SystemExit):
         cli.main(["--help"])
-    out = capsys.readouterr().out
-    assert "export" in out and "check" in out
+    listed = " ".join(capsys.readouterr().out.split())  # as argparse wraps it for this terminal, unwrapped
+    assert (
+        " export write a plain notebook that runs without shiro_kernel (each %shiro turn as Markdown and its code)"
+        " check run the notebook in a fresh kernel, replaying its %shiro turns, and report cells that fail or differ"
+        " options: "
+    ) in listed
     with pytest.raises(SystemExit) as exit_code:
         cli.main(["check"])  # NOTEBOOK is required: argparse's usage error
     assert exit_code.value.code == 2

@@ -97,7 +97,11 @@ def test_multi_step_pruned_turn(env, tmp_path, store, api):
         sent = json.dumps(rec.body.get("input") or rec.body["messages"])
         assert THOUGHT not in sent and '"reasoning"' not in sent and "item_reference" not in sent
     last = env.requests[-1].body
-    assert "[context pruned:" in json.dumps(last.get("input") or last["messages"])
+    sent = [m for m in last.get("input") or last["messages"] if m.get("role") != "system"]
+    assert sent[0] == {"role": "user", "content": "earlier: read the data files"}
+    # the digest of what was pruned, right after the first prompt
+    assert sent[1]["role"] == "user"
+    assert re.fullmatch(r"\[context pruned: \d+ earlier messages not shown\]", sent[1]["content"].split("\n")[0])
     # the session's own history is complete: every reasoning item, call and result is still there
     msgs = turn.session.messages
     if api == "responses":

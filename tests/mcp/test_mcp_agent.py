@@ -4,6 +4,7 @@ published ``mcp-server-time``) behind real turns against the fake OpenAI server,
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import threading
 import time
@@ -77,8 +78,10 @@ def test_tools_offered_called_and_results_reach_the_next_request(agent: Agent, f
     assert end.reason == "answered", end
     names = _tool_names(fake_openai.requests[0].body)
     assert "mcp__sdk__echo" in names and "mcp__time__get_current_time" in names and "python" in names
-    assert any("from the notebook" in o for o in _outputs(fake_openai.requests[1].body))
-    assert any('"timezone": "UTC"' in o or "UTC" in o for o in _outputs(fake_openai.requests[2].body))
+    assert _outputs(fake_openai.requests[1].body) == ["from the notebook"]
+    echoed, now = _outputs(fake_openai.requests[2].body)
+    assert echoed == "from the notebook"
+    assert json.loads(now)["timezone"] == "UTC"
     # read-only tools (readOnlyHint) ran without asking, headless and with approval "ask"
     assert [e.result.is_error for e in events if isinstance(e, ToolEnd)] == [False, False]
     # the second turn reuses the running servers: no new child processes
@@ -169,10 +172,14 @@ def test_mcp_command_lists_servers_tools_and_http(project: Path, fake_openai: An
             assert "allowed 'sdk'" in command(agent, "/mcp allow sdk time")  # the repository's, once allowed
             agent.mcp._manager(project).wait_ready(40)
             text = command(agent, "/mcp")
-            assert "sdk (stdio:" in text and "ready, 12 tools" in text
+            lines = text.splitlines()
+            assert lines[1] == f"  sdk (stdio: {shlex.quote(PY)} {SDK_SERVER}) — ready, 12 tools"
             # the user's own server's hint counts; the repository's same tool asks anyway
-            assert "mcp__web__echo [read-only]" in text and "    mcp__sdk__echo — " in text
-            assert "bad" in text and "failed" in text
+            assert "    mcp__web__echo [read-only] — Echo the text back." in lines
+            assert "    mcp__sdk__echo — Echo the text back." in lines
+            assert (
+                lines[-1] == f"  bad (stdio: {shlex.quote(PY)} -c 'exit(2)') — failed: the server closed the connection"
+            )
             assert SECRET not in text  # ${VAR} values never shown
             assert command(agent, "/mcp bogus").startswith("usage: /mcp")
             assert "no MCP server named" in command(agent, "/mcp restart nope")

@@ -7,6 +7,8 @@ server use their own instance of it (``crasher``), so the order of tests does no
 
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
 import threading
 import time
@@ -26,6 +28,8 @@ from shiro_kernel.tools import Tool, ToolContext, ToolError, ToolOutput, run_too
 from shiro_kernel.transcript import ToolCallPart
 
 SECRET = "tok-THIS-MUST-NOT-LEAK-8731"
+#: a server that fails at once, saying why on stderr
+BROKEN = "import sys; sys.stderr.write('boom: no config file\\n'); sys.exit(2)"
 
 
 @dataclass
@@ -67,7 +71,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                     "broken",
                     {
                         "command": PY,
-                        "args": ["-c", "import sys; sys.stderr.write('boom: no config file\\n'); sys.exit(2)"],
+                        "args": ["-c", BROKEN],
                     },
                 ),
                 "novar": parse_server("novar", {"command": PY, "env": {"K": "${MCP_TEST_UNSET_VAR}"}}, ".mcp.json"),
@@ -86,13 +90,22 @@ def test_servers_listed_with_tools(setup: Setup) -> None:
     long_names = [n for n in tools if n.startswith("mcp__sdk__summarise")]
     assert len(long_names) == 1 and len(long_names[0]) == 64  # cut, with a hash suffix
     assert all(len(n) <= 64 for n in tools)
-    text = setup.manager.status_text()
-    assert "sdk (stdio: " in text and "— ready, 12 tools" in text
-    assert "time (stdio: " in text and "— ready, 2 tools" in text
-    assert "web (http: http://127.0.0.1:" in text
-    assert "broken (stdio: " in text and "— failed: the server closed the connection (boom: no config file)" in text
-    assert "novar — failed: MCP server 'novar' (.mcp.json): environment variable MCP_TEST_UNSET_VAR is not set" in text
-    assert "    mcp__sdk__echo [read-only] — Echo the text back." in text
+    lines = setup.manager.status_text().splitlines()
+    assert lines[0] == "MCP servers:"
+    servers = {line.split()[0]: line for line in lines if line.startswith("  ") and not line.startswith("    ")}
+    py = shlex.quote(PY)
+    assert servers["sdk"] == f"  sdk (stdio: {py} {SDK_SERVER}) — ready, 12 tools"
+    assert servers["time"] == f"  time (stdio: {py} -m mcp_server_time --local-timezone UTC) — ready, 2 tools"
+    assert re.fullmatch(r"  web \(http: http://127\.0\.0\.1:\d+/mcp\) — ready, 12 tools", servers["web"])
+    assert servers["broken"] == (
+        f"  broken (stdio: {py} -c {shlex.quote(BROKEN)}) — failed: the server closed the connection "
+        "(boom: no config file)"
+    )
+    assert servers["novar"] == (
+        "  novar — failed: MCP server 'novar' (.mcp.json): environment variable MCP_TEST_UNSET_VAR is not set "
+        "(used in env.K)."
+    )
+    assert "    mcp__sdk__echo [read-only] — Echo the text back." in lines
 
 
 def test_failures_give_one_notice_each(setup: Setup) -> None:
@@ -294,7 +307,7 @@ def test_legacy_protocol_list_changed_and_reconfigure(tmp_path: Path) -> None:
 def test_nothing_configured_imports_no_mcp(tmp_path: Path) -> None:
     code = (
         "import sys, pathlib; from shiro_kernel.mcp import McpManager, load_config; "
-        f"m = McpManager(pathlib.Path({str(tmp_path)!r})); m.configure_from(m.root, {{}}); "
+        f"m = McpManager(pathlib.Path({str(tmp_path)!r})); m.configure(m.load(m.root, {{}})); "
         "print(m.tools(), m.drain_notices(), m.status_text()[:25], 'mcp' in sys.modules, "
         "'mcp_types' in sys.modules); m.close()"
     )
@@ -306,15 +319,14 @@ def test_broken_file_gives_one_notice_and_trait_still_runs(tmp_path: Path) -> No
     (tmp_path / ".mcp.json").write_text("{not json")
     manager = McpManager(tmp_path)
     try:
-        manager.configure_from(tmp_path, {"t": {"command": "definitely-not-a-command-shiro"}})
-        manager.configure_from(tmp_path, {"t": {"command": "definitely-not-a-command-shiro"}})
+        for _ in range(2):
+            manager.configure(manager.load(tmp_path, {"t": {"command": "definitely-not-a-command-shiro"}}))
         assert manager.wait_ready(10)
-        notices = manager.drain_notices()
-        assert len(notices) == 2, notices
-        assert ".mcp.json is not valid JSON" in notices[0]
-        assert notices[1] == (
+        assert manager.drain_notices() == [
+            f"{tmp_path / '.mcp.json'} is not valid JSON (Expecting property name enclosed in double quotes at "
+            "line 1, column 2). MCP servers from that file are not started.",
             "MCP server 't' failed to start: command not found: definitely-not-a-command-shiro. "
-            "Its tools are not available."
-        )
+            "Its tools are not available.",
+        ]
     finally:
         manager.close()

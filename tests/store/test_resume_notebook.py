@@ -4,6 +4,7 @@ other, against the fake OpenAI server."""
 from __future__ import annotations
 
 import json
+import re
 
 from fakeopenai import Call, Reply
 from kernelutil import outputs_text, run_notebook
@@ -47,7 +48,8 @@ def test_a_new_kernel_resumes_the_notebooks_session_with_its_task_list(fake_open
     fake_openai.enqueue(Reply(text="We were comparing regions."))
     nb = run_notebook(path, ["%load_ext shiro_kernel", "%shiro --wait where were we?"], env(fake_openai))
     shown = outputs_text(nb.cells[1])
-    assert "resumed " in shown and '— 6 messages: "plan the analysis of sales by region"' in shown
+    resumed = re.match(r'resumed ([0-9a-f-]{18}) — 6 messages: "plan the analysis of sales by region"\n', shown)
+    assert resumed is not None, shown
     first = fake_openai.requests[3]
     # store is on: the earlier assistant items go out as references to what the provider stored
     sent = json.dumps(
@@ -55,8 +57,10 @@ def test_a_new_kernel_resumes_the_notebooks_session_with_its_task_list(fake_open
     )
     assert "plan the analysis of sales by region" in sent and "North grew the most." in sent
     assert "[x] load the sales data" in instructions(first) and "[~] compare regions" in instructions(first)
-    assert "We were comparing regions." in shown
-    assert "%shiro -r" in shown  # the footer's resume hint
+    plain = [o["data"]["text/plain"] for o in nb.cells[1].outputs if "text/plain" in o.get("data", {})][-1]
+    answer, footer = plain.split("\n\n")
+    assert answer == "We were comparing regions."
+    assert footer.endswith(f"resume: %shiro -c or %shiro -r {resumed.group(1)}")  # the same session, saved again
     assert KEY not in json.dumps(nb)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -265,7 +266,9 @@ def test_no_nbformat_warning_reaches_the_turns_cell(fake_openai, tmp_path):
     )
     env = {"OPENAI_API_KEY": NOTEBOOK_KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"}
     nb = run_notebook(tmp_path / "old.ipynb", ["%load_ext shiro_kernel", strip, "%shiro --wait read it"], env)
-    shown = outputs_text(nb.cells[2])
-    assert "Read it." in shown
-    assert "Warning" not in shown and "nbformat" not in shown, shown
+    (shown,) = nb.cells[2].outputs  # the turn's display, and no stream (a warning) beside it
+    assert shown["output_type"] == "display_data", outputs_text(nb.cells[2])
+    tool_row, answer, _footer = shown["data"]["text/plain"].split("\n\n")
+    assert re.fullmatch(r"✓ notebook_read\(\) · ok · [\d.]+ m?s", tool_row), tool_row
+    assert answer == "Read it."
     assert tool_output(fake_openai.requests[1]).startswith("old.ipynb as saved on disk (3 cells;")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 import time
@@ -118,7 +119,12 @@ def test_input_is_refused_not_prompted(ctx):
 
 def test_top_level_await_explains_itself(ctx):
     out = py(ctx, "import asyncio\nawait asyncio.sleep(0)")
-    assert "SyntaxError" in out and "top-level await is not supported" in out
+    where, error = out.split("\n")
+    assert re.fullmatch(r'  File "<shiro-python-\d+>", line 2', where), out
+    assert error == (
+        "SyntaxError: 'await' outside function (the python tool runs code synchronously: top-level await is not "
+        "supported; use propose_cell to give the user a cell to run)"
+    )
 
 
 def test_nothing_printed_is_no_output(ctx, capsys):
@@ -157,8 +163,9 @@ def test_exception_from_a_library_is_reported(ctx):
 
 def test_syntax_error_has_line_and_caret(ctx):
     out = py(ctx, "x = 1\ny = (2 +\n     3))\n")
-    assert "line 3" in out and "SyntaxError" in out and "^" in out
-    assert "Traceback" not in out  # no frames: the code never ran
+    where, *shown = out.split("\n")  # no frames, no "Traceback": the code never ran
+    assert re.fullmatch(r'  File "<shiro-python-\d+>", line 3', where), out
+    assert shown == ["    3))", "      ^", "SyntaxError: unmatched ')'"]
 
 
 def test_magics_and_shell_escapes(ctx, shell):

@@ -3,6 +3,7 @@ test (it stands in for the kernel's loop), buttons clicked from Python."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -139,8 +140,7 @@ def test_stop_aborts_a_streaming_turn_and_clears_the_queue(shell, fake_openai):
     fake_openai.enqueue(Fault.delay(1.0, Reply(text="slow answer")), Reply(text="never"))
     run(shell, "%shiro slow")
     controller = controller_of(shell)
-    out = run(shell, "%shiro queued one")
-    assert "queued (position 1)" in out
+    assert run(shell, "%shiro queued one").splitlines()[0] == "queued (position 1)"
     queued_view = controller.queue[0].view
     controller.running.view.stop_button.click()
     assert not controller.queue and "dropped" in queued_view.status.value
@@ -155,11 +155,15 @@ def test_queue_runs_in_order_one_at_a_time(shell, fake_openai):
     fake_openai.enqueue(Fault.delay(0.5, Reply(text="first done")), Reply(text="second done"), Reply(text="third done"))
     run(shell, "%shiro first")
     controller = controller_of(shell)
-    assert "queued (position 1)" in run(shell, "%shiro second")
-    assert "queued (position 2)" in run(shell, "%shiro " + "third " * 20)
+    assert run(shell, "%shiro second").splitlines()[0] == "queued (position 1)"
+    assert run(shell, "%shiro " + "third " * 20).splitlines()[0] == "queued (position 2)"
     running = controller.running.view
     panel = running.queue_panel.value
-    assert "queued: 2" in panel and "  1. second" in panel and "..." in panel
+    assert panel == (
+        '<pre class="shiro-queue" style="margin:0">queued: 2\n  1. second\n  2. '
+        + "third " * 11
+        + "thir...</pre>"  # a long prompt cut
+    )
     assert controller.wait_idle(15)
     assert [i.line.prompt.split()[0] for i in controller.finished[-3:]] == ["first", "second", "third"]
     assert [r.body["input"][-1]["content"].split()[0] for r in fake_openai.requests] == ["first", "second", "third"]
@@ -171,7 +175,9 @@ def test_wait_waits_for_the_running_and_queued_turns(shell, fake_openai):
     run(shell, "%shiro one")
     run(shell, "%shiro two")
     out = run(shell, "%shiro --wait three")
-    assert "blocking three" in out
+    # the cell shows each turn as it ends: its answer, then its footer
+    answers = re.split(r"\n\n[^\n]* · resume: %shiro -c or %shiro -r [0-9a-f-]{18}", out)
+    assert answers == ["bg one", "bg two", "blocking three", ""], out
     controller = controller_of(shell)
     assert not controller.busy
     assert [r.body["input"][-1]["content"] for r in fake_openai.requests] == ["one", "two", "three"]
@@ -183,7 +189,8 @@ def test_a_queued_slash_command_runs_in_its_turn(shell, fake_openai):
     run(shell, "%shiro /todos")
     controller = controller_of(shell)
     assert controller.wait_idle(10)
-    assert "no tasks" in controller.finished[-1].view.entries.children[0].value
+    (entry,) = controller.finished[-1].view.entries.children
+    assert entry.value == '<pre style="white-space:pre-wrap">no tasks</pre>'
 
 
 def test_api_key_is_not_in_widget_state(shell, fake_openai):
