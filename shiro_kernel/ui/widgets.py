@@ -2,7 +2,7 @@
 prompt queue, Stop and approval buttons.
 
 Everything here runs on the kernel's main thread (the background turn hands events over through
-:class:`shiro_kernel.live.Inbox`). Redrawing is throttled (``render.Throttle(1/30)``): a burst of
+:class:`shiro_kernel.ui.live.Inbox`). Redrawing is throttled (``render.Throttle(1/30)``): a burst of
 deltas becomes at most ~30 widget updates a second, and the last state is always flushed. Only
 widgets whose value changed send anything (traitlets compares), so while text streams, one
 ``HTML`` widget (the current text block) is the only one that updates.
