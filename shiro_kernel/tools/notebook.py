@@ -47,13 +47,13 @@ def _outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
     return [o for o in outputs if isinstance(o, dict)] if isinstance(outputs, list) else []
 
 
-def _format_cell(index: int, cell: Any) -> str:
+def _format_cell(index: int, cell: Any, live: bool = False) -> str:
     kind = cell.get("cell_type", "?")
     header = f"[{index}] {kind}"
     if kind == "code":
         count = cell.get("execution_count")
         header += f" ({count if count is not None else 'not run'})"
-    if cell.get("id"):
+    if live and cell.get("id"):  # the live document's ids: what the cell tools act on
         header += f" id={cell['id']}"
     if cell.get("editing"):
         header += " (the user is typing in it)"
@@ -98,16 +98,15 @@ def _live_cells(ctx: ToolContext) -> tuple[list[dict[str, Any]], str] | None:
         read = notebook.read(ctx.abort)
     except ToolError:  # blocked (a --wait turn), or no answer: the file on disk instead, and it says so
         return None
-    unsaved = "with unsaved edits" if read["dirty"] else "saved"
-    return read["cells"], f"live in the notebook ({unsaved})"
+    return read["cells"], "; unsaved edits included" if read["dirty"] else ""
 
 
 def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     path = ctx.notebook_path
     found = _live_cells(ctx)
     if found is not None:
-        cells, where = found
-        return _shown(args, cells, path.name if path else "the notebook", where)
+        cells, note = found
+        return _shown(args, cells, path.name if path else "the notebook", "live in the notebook", note, live=True)
     if path is None:
         raise ToolError(
             "no notebook is known for this session (the kernel could not tell which notebook it runs "
@@ -123,10 +122,12 @@ def notebook_read(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         raise ToolError(f"could not read the notebook {path.name}: {exc}") from None
     if ctx.notebook is not None:
         ctx.notebook.remember(cells)  # the cells' ids, for changes the front end makes later
-    return _shown(args, cells, path.name, "as saved on disk; unsaved edits are not included")
+    return _shown(args, cells, path.name, "as saved on disk", "; unsaved edits are not included")
 
 
-def _shown(args: dict[str, Any], cells: list[dict[str, Any]], name: str, where: str) -> str | ToolOutput:
+def _shown(
+    args: dict[str, Any], cells: list[dict[str, Any]], name: str, where: str, note: str, live: bool = False
+) -> str | ToolOutput:
     wanted = args.get("cells")
     if wanted is None or wanted == []:
         indices = list(range(len(cells)))
@@ -141,9 +142,9 @@ def _shown(args: dict[str, Any], cells: list[dict[str, Any]], name: str, where: 
             )
         indices = [i % len(cells) for i in wanted]
     if not cells:
-        return f"{name} has no cells ({where})."
-    body = "\n\n".join(_format_cell(i, cells[i]) for i in indices)
-    text = f"{name}, {where} ({len(cells)} cells):\n\n{body}"
+        return f"{name} has no cells."
+    body = "\n\n".join(_format_cell(i, cells[i], live) for i in indices)
+    text = f"{name} {where} ({len(cells)} cells{note}):\n\n{body}"
     if not args.get("images"):
         return text
     images = [image for i in indices for image in _cell_images(i, cells[i])]

@@ -323,4 +323,8 @@ def test_schemas_are_strict(ctx):
         "forget",
         "memory_write",
         "notebook_check",
+        "notebook_run",
     }
+    # the cell changes ask in the notebook itself (a diff with Accept / Reject): reviewed, not asked before
+    reviewed = {name for name, tool in all_tools().items() if tool.reviewed}
+    assert reviewed == {"notebook_edit", "notebook_insert", "notebook_delete", "propose_cell"}

@@ -1,0 +1,162 @@
+"""The kernel's end of the notebook channel: a comm with the labextension (docs/notebook-protocol.md).
+
+The kernel opens the comm (target ``shiro.notebook``); the panel showing this notebook answers ``hello``.
+From then on :meth:`Channel.request` sends a request and waits for its reply. Replies arrive through the
+comm's handler, which ipykernel runs on the kernel's main thread between cells — so a request made *on* that
+thread (a blocking ``--wait`` turn) could never be answered: :meth:`Channel.request` refuses it in one
+sentence instead of waiting.
+
+The transport is a seam: :class:`IpykernelTransport` in a kernel, anything with the same two methods in
+tests (a Python stand-in for the front end).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..errors import ToolError
+
+TARGET = "shiro.notebook"
+PROTOCOL = 1
+
+NO_FRONT_END = (
+    "no front end that can edit the notebook is attached (nbclient, papermill, terminal IPython, or a front "
+    "end without the shiro extension such as VS Code); show the code in your answer instead"
+)
+BLOCKED = (
+    "the notebook cannot be changed while this %shiro cell blocks the kernel (--wait, or Shiro.frontend "
+    '"text"): JupyterLab hands edits to the kernel only between cells; show the code in your answer, or '
+    "the user can ask again without --wait"
+)
+
+
+class Handle(Protocol):
+    def send(self, data: dict[str, Any]) -> None: ...
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    #: replies reach the kernel only while its main thread is idle (ipykernel's comm messages)
+    replies_on_main_thread: bool
+
+    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> Handle: ...
+
+
+class IpykernelTransport:
+    """A comm opened by this kernel (``ipykernel.comm.Comm``): its messages from the front end reach
+    ``on_message`` on the kernel's main thread."""
+
+    replies_on_main_thread = True
+
+    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> Handle:
+        from ipykernel.comm import Comm
+
+        comm = Comm(target_name=TARGET, data=data)
+
+        def received(msg: dict[str, Any]) -> None:
+            content = msg.get("content") if isinstance(msg, dict) else None
+            payload = content.get("data") if isinstance(content, dict) else None
+            if isinstance(payload, dict):
+                on_message(payload)
+
+        comm.on_msg(received)
+        return comm
+
+
+class _Pending:
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+
+class Channel:
+    def __init__(self, transport: Transport) -> None:
+        self.transport = transport
+        self.hello: dict[str, Any] | None = None
+        self._handle: Handle | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def attached(self) -> bool:
+        """A panel with the extension answered for this notebook."""
+        return self.hello is not None
+
+    def open(self, path: str | None) -> None:
+        """Open the comm (again): a page reload drops the front end's end, so a kernel that has heard nothing
+        opens a new one; the older one is closed."""
+        old, self._handle, self.hello = self._handle, None, None
+        if old is not None:
+            try:
+                old.close()
+            except Exception:  # a comm whose kernel side is already gone: nothing left to close
+                pass
+        self._handle = self.transport.open({"protocol": PROTOCOL, "path": path}, self.handle)
+
+    def handle(self, data: dict[str, Any]) -> None:
+        """A message from the front end (the comm's handler)."""
+        kind = data.get("type")
+        if kind == "hello" and data.get("protocol") == PROTOCOL:
+            self.hello = dict(data)
+        elif kind == "reply" and isinstance(data.get("id"), int):
+            with self._lock:
+                pending = self._pending.pop(data["id"], None)
+            if pending is not None:  # a reply nobody waits for (timed out, cancelled) is dropped
+                pending.reply = data
+                pending.done.set()
+
+    def request(
+        self, op: str, *, timeout: float, abort: threading.Event | None = None, **fields: Any
+    ) -> dict[str, Any]:
+        """Send one request and wait for its reply (``ok: true``); :class:`ToolError` with one sentence for no
+        front end, a blocked kernel, a timeout, a Stop, or the front end's own error."""
+        handle = self._handle
+        if handle is None or not self.attached:
+            raise ToolError(NO_FRONT_END)
+        if self.transport.replies_on_main_thread and threading.current_thread() is threading.main_thread():
+            raise ToolError(BLOCKED)
+        number = next(self._ids)
+        pending = _Pending()
+        with self._lock:
+            self._pending[number] = pending
+        handle.send({"type": "request", "id": number, "op": op, **fields})
+        deadline = time.monotonic() + timeout
+        while not pending.done.wait(0.05):
+            stopped = abort is not None and abort.is_set()
+            if stopped or time.monotonic() > deadline:
+                with self._lock:
+                    self._pending.pop(number, None)
+                self.cancel(number)
+                if stopped:
+                    raise ToolError("stopped by the user; nothing was changed in the notebook")
+                raise ToolError(f"the notebook did not answer within {timeout:g} s; nothing was changed")
+        reply = pending.reply or {}
+        if not reply.get("ok"):
+            raise ToolError(f"the notebook refused: {reply.get('error') or 'no reason given'}")
+        return reply
+
+    def cancel(self, number: int) -> None:
+        handle = self._handle
+        if handle is not None:
+            try:
+                handle.send({"type": "cancel", "id": number})
+            except Exception:  # the comm closed meanwhile: the review went with it
+                pass
+
+    def close(self) -> None:
+        handle, self._handle, self.hello = self._handle, None, None
+        if handle is not None:
+            try:
+                handle.close()
+            except Exception:  # the kernel is shutting down: its comms go with it
+                pass
+
+
+__all__ = ["BLOCKED", "NO_FRONT_END", "PROTOCOL", "TARGET", "Channel", "IpykernelTransport", "Transport"]

@@ -1,0 +1,151 @@
+"""A stand-in for the labextension's end of the notebook channel (importable as ``frontend``): a document of
+cells that answers the kernel's requests as docs/notebook-protocol.md says the front end must — read, review
+(the user's answer scripted per change), run (cells executed in a given shell), cancel — for in-process tests
+of the kernel side. The real front end is tested in Chromium (tests/browser/test_cells.py)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shiro_kernel.notebook.channel import PROTOCOL, Channel
+
+
+@dataclass
+class Cell:
+    source: str
+    cell_type: str = "code"
+    id: str = ""
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    execution_count: int | None = None
+
+
+@dataclass
+class FrontEnd:
+    cells: list[Cell] = field(default_factory=list)
+    #: the user's answer to each reviewed change, in order: accepted | rejected | (a callable run first)
+    answers: list[str | Callable[[FrontEnd], str]] = field(default_factory=list)
+    editing: str | None = None  # the id of the cell whose editor has focus
+    dirty: bool = False
+    run_in: Any = None  # a shell the ``run`` requests execute cells in
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    answer_hello: bool = True
+    replies_on_main_thread: bool = False
+    _ids: Any = field(default_factory=lambda: itertools.count(1))
+    channel: Channel | None = None
+
+    def __post_init__(self) -> None:
+        for cell in self.cells:
+            cell.id = cell.id or f"cell-{next(self._ids)}"
+
+    # -- the transport the kernel's channel opens ----------------------------------------------------
+    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> FrontEnd:
+        assert data["protocol"] == PROTOCOL
+        self._on_message = on_message
+        if self.answer_hello:
+            on_message({"type": "hello", "protocol": PROTOCOL, "path": data.get("path"), "version": "test"})
+        return self
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.requests.append(data)
+        if data["type"] != "request":
+            return
+        reply = getattr(self, "_" + data["op"])(data)
+        # the answer comes from another thread, as the kernel's loop delivers it
+        threading.Timer(
+            0.01, self._on_message, args=({"type": "reply", "id": data["id"], "ok": True, **reply},)
+        ).start()
+
+    def close(self) -> None:
+        pass
+
+    # -- the document ----------------------------------------------------------------------------------
+    def index_of(self, cell_id: str | None) -> int | None:
+        return next((i for i, c in enumerate(self.cells) if c.id == cell_id), None)
+
+    def _read(self, data: dict[str, Any]) -> dict[str, Any]:
+        rows = [
+            {
+                "index": i,
+                "id": c.id,
+                "cell_type": c.cell_type,
+                "source": c.source,
+                "execution_count": c.execution_count,
+                "outputs": c.outputs,
+                "editing": c.id == self.editing,
+            }
+            for i, c in enumerate(self.cells)
+        ]
+        return {"cells": rows, "dirty": self.dirty}
+
+    def _review(self, data: dict[str, Any]) -> dict[str, Any]:
+        results = []
+        for change in data["changes"]:
+            answer: Any = "accepted" if not data["review"] else (self.answers.pop(0) if self.answers else "rejected")
+            if callable(answer):
+                answer = answer(self)
+            results.append(self._apply(change) if answer == "accepted" else {"status": answer})
+        return {"results": results}
+
+    def _apply(self, change: dict[str, Any]) -> dict[str, Any]:
+        if change["kind"] == "insert":
+            after = self.index_of(change["after"]) if change["after"] is not None else -1
+            if after is None:
+                return {"status": "missing"}
+            cell = Cell(change["source"], change.get("cell_type", "code"), f"cell-{next(self._ids)}")
+            self.cells.insert(after + 1, cell)
+            return {"status": "accepted", "id": cell.id, "index": after + 1}
+        index = self.index_of(change["id"])
+        if index is None:
+            return {"status": "missing"}
+        cell = self.cells[index]
+        if change.get("expect") is not None and change["expect"] != cell.source:
+            return {"status": "conflict", "id": cell.id, "index": index}
+        if cell.id == self.editing:
+            return {"status": "editing", "id": cell.id, "index": index}
+        if change["kind"] == "delete":
+            del self.cells[index]
+            return {"status": "accepted", "id": cell.id, "index": index}
+        cell.source = change["source"]
+        return {"status": "accepted", "id": cell.id, "index": index}
+
+    def _run(self, data: dict[str, Any]) -> dict[str, Any]:
+        out = []
+        for cell_id in data["ids"]:
+            index = self.index_of(cell_id)
+            cell = self.cells[index] if index is not None else None
+            if cell is None:
+                out.append({"id": cell_id, "status": "missing"})
+                continue
+            result = self.run_in.run_cell(cell.source, store_history=False)
+            text = repr(result.result) if result.result is not None else ""
+            cell.execution_count = (cell.execution_count or 0) + 1
+            cell.outputs = [{"output_type": "execute_result", "data": {"text/plain": text}}] if text else []
+            status = "error" if result.error_in_exec is not None else "ok"
+            if status == "error":
+                cell.outputs = [
+                    {
+                        "output_type": "error",
+                        "ename": type(result.error_in_exec).__name__,
+                        "evalue": str(result.error_in_exec),
+                        "traceback": [],
+                    }
+                ]
+            out.append(
+                {
+                    "id": cell_id,
+                    "index": index,
+                    "status": status,
+                    "execution_count": cell.execution_count,
+                    "outputs": cell.outputs,
+                }
+            )
+            if status == "error":
+                break
+        return {"cells": out}
+
+    def _cancel(self, data: dict[str, Any]) -> dict[str, Any]:
+        return {}
