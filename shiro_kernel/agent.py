@@ -21,10 +21,12 @@ from typing import Any
 
 from .config import Shiro, agent_variant
 from .context import cells as cell_changes
-from .context import restart, rules
+from .context import restart
+from .context.instructions import read_instructions
 from .context.prompt import build_system_prompt
-from .errors import CorruptFile, ProviderError, RequestError, StoreError
-from .events import Done, Error, Event, Notice, Recorded, TurnEnd
+from .current import Current
+from .errors import CorruptFile, RequestError, StoreError
+from .events import Event, Notice, Recorded, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
@@ -32,13 +34,14 @@ from .memory.notes import NoteStore
 from .notebook import LiveNotebook, live_notebook
 from .prepare import HEADLESS, Frontend, TurnSetup
 from .provider import Provider, ProviderSettings
+from .provider.client import answer
 from .provider.pricing import price_of
 from .session import Session
 from .store import files, private
 from .store.assets import assets
 from .store.autosave import Autosaver
 from .store.history import PromptHistory
-from .store.ids import short_id, uuid7
+from .store.ids import uuid7
 from .store.live import Lease
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
@@ -47,7 +50,7 @@ from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
 from .turn import TurnOptions
 from .ui.money import budget_meter, unpriced_budget
-from .ui.session_text import resume_hint, resumed_line
+from .ui.session_text import resume_hint
 
 NO_MODEL_IN_CHECK = (
     "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
@@ -66,21 +69,19 @@ class Agent:
         self.shell = shell
         self.config = config or Shiro(parent=shell)
         self._root: tuple[Path, Path] | None = None  # (where it was looked up from, the root): this turn's
-        self.store = SessionStore(home() / "sessions")
-        self.session = Session(notebook_path=self._notebook_str())
-        self.autosaver = self._autosaver(self.session)
-        self.started = False  # has this kernel chosen its session yet?
+        self.current = Current(
+            SessionStore(home() / "sessions"),
+            notebook=self._notebook_str,
+            namespace=self._user_ns,
+            store_setting=lambda: bool(self.config.store),
+            model=lambda: str(self.config.model),
+        )
         self.muted: list[str] = normalize_mute_list(self.config.mute)
         #: ``--no-memory`` / ``--memory`` for this kernel's session; None: ``Shiro.memory`` decides
         self.memory_on: bool | None = None
         self._provider: Provider | None = None
-        self._provider_key: tuple[Any, ...] | None = None
         self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
-        #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
-        #: told to the model on the first turn after the resume
-        self.lost: dict[str, str] = {}
-        self._tell_lost = False
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
         self._greeted: str | None = None  # the session the boot header was shown for
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
@@ -100,9 +101,6 @@ class Agent:
         self.turns_here: set[str] = set()
         self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
         self._tightened_shown = False
-
-    def _autosaver(self, session: Session) -> Autosaver:
-        return Autosaver(self.store, session, lambda: self.session.model or self.config.model)
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -150,103 +148,47 @@ class Agent:
     def memories(self, model: str | None = None) -> MemoryStore:
         return MemoryStore.for_project(self.root, model or self.config.model, self.muted)
 
-    # -- which session -------------------------------------------------------------------------------
+    # -- which session (the kernel's current session: :mod:`shiro_kernel.current`) -------------------------
+    @property
+    def session(self) -> Session:
+        return self.current.session
+
+    @property
+    def autosaver(self) -> Autosaver:
+        return self.current.autosaver
+
+    @property
+    def store(self) -> SessionStore:
+        return self.current.store
+
+    @property
+    def started(self) -> bool:
+        return self.current.started
+
+    @property
+    def lost(self) -> dict[str, str]:
+        return self.current.lost
+
     def switch_to(self, session: Session, lease: Lease | None = None) -> None:
-        """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving (its
-        lease is given back); ``lease`` is the new one's, from :meth:`SessionStore.take`."""
-        self.autosaver.close()
-        self.session = session
-        if session.notebook_path is None:
-            session.notebook_path = self._notebook_str()
-        self.autosaver = self._autosaver(session)
-        self.autosaver.adopt(lease)
-        self.started = True
-        self.lost, self._tell_lost = {}, False
+        self.current.switch_to(session, lease)
 
     def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
-        """Choose the session before a turn; returns the lines to show (or None).
-
-        The first ``%shiro`` of a kernel continues the newest session recorded for this notebook;
-        ``--new`` starts a fresh one; ``-c`` continues the newest for this notebook; ``-r PREFIX``
-        resumes by id or unique prefix. The model and agent variant are never restored. Raises
-        :class:`~shiro_kernel.errors.RequestError` for an unknown or ambiguous id.
-        """
-        if resume:
-            return self.resume(resume)
-        if new:
-            self.switch_to(Session(notebook_path=self._notebook_str()))
-            return None
-        if not (cont or not self.started):
-            return None
-        notes: list[str] = []
-        try:  # this notebook's records that cannot be read: set aside and said, never skipped silently
-            unreadable = self.store.unreadable_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
-        except StoreError:
-            unreadable = []
-        for problem in unreadable:
-            notes.append(self._set_aside(problem.path.name.removesuffix(".json"), problem))
-        for _ in range(3):  # a corrupt newest record is set aside, then the next newest is tried
-            info = self.store.latest_for_notebook(self._notebook_str(), cwd=str(Path.cwd()))
-            if info is None or info.id == self.session.id:
-                self.started = True
-                if cont and info is None:
-                    raise RequestError("no saved session for this notebook")
-                return "\n".join(dict.fromkeys(notes)) or None
-            try:
-                taken = self.store.take(info.id)  # a copy when another live kernel has it open
-            except CorruptFile as exc:
-                notes.append(self._set_aside(info.id, exc))
-                continue
-            self.switch_to(taken.session, taken.lease)
-            line = self._with_restart_notice(resumed_line(taken.session))
-            return "\n".join([*dict.fromkeys(notes), line, *([taken.note()] if taken.forked_from else [])])
-        self.started = True
-        return "\n".join(dict.fromkeys(notes)) or None
-
-    def _set_aside(self, session_id: str, exc: CorruptFile) -> str:
-        moved = self.store.set_aside(session_id)
-        where = f"; it was moved to {moved}" if moved else ""
-        return f"session {short_id(session_id)} could not be read ({exc.reason}){where}"
+        """Choose the session before a turn; the lines to show (see :meth:`Current.start`)."""
+        return self.current.start(new=new, cont=cont, resume=resume)
 
     def resume(self, prefix: str) -> str:
-        """``-r ID`` and ``/resume ID``: the session with that id or unique prefix becomes current."""
-        sid = self.store.resolve(prefix)
-        if sid == self.session.id:  # already current: the record may be older than what is in memory
-            return self._with_restart_notice(resumed_line(self.session))
-        try:
-            taken = self.store.take(sid)  # a copy when another live kernel has it open
-        except CorruptFile as exc:
-            raise RequestError(self._set_aside(sid, exc)) from None
-        self.switch_to(taken.session, taken.lease)
-        line = self._with_restart_notice(resumed_line(taken.session))
-        return f"{line}\n{taken.note()}" if taken.forked_from else line
+        return self.current.resume(prefix)
+
+    def lost_now(self) -> list[str]:
+        return self.current.lost_now()
 
     def _user_ns(self) -> dict[str, Any] | None:
         ns = getattr(self.shell, "user_ns", None)
         return ns if isinstance(ns, dict) else None
 
-    def _with_restart_notice(self, line: str) -> str:
-        # the request validator also runs on resume: a record written by an older version, edited by
-        # hand or cut short by a crash is repaired once, here, and the user is told what changed
-        fixed, repairs = rules.check_and_repair(self.session.messages, store=self.config.store)
-        shown = rules.notable(repairs)
-        if shown:
-            self.session.messages[:] = fixed
-            self.session.changed()
-            line += "\nrepaired the resumed history: " + "; ".join(shown)
-        self.lost = restart.missing(self.session.messages, self._user_ns())
-        self._tell_lost = bool(self.lost)
-        notice = restart.notice(list(self.lost))
-        return f"{line}\n{notice}" if notice else line
-
-    def lost_now(self) -> list[str]:
-        """The lost variables that are still missing from the namespace."""
-        ns = self._user_ns()
-        return [n for n in self.lost if ns is not None and n not in ns]
-
     def rebuild(self) -> str:
         """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""
-        text, self.lost = restart.rebuild(
+        text, self.current.lost = restart.rebuild(
             self.session,
             self._user_ns(),
             self.tools,
@@ -257,16 +199,8 @@ class Agent:
 
     # -- saving and the footer ---------------------------------------------------------------------------
     def save_now(self) -> str | None:
-        """Write the record now; the note to show when it was saved under a new id (another kernel changed
-        it), else None. Raises :class:`StoreError` when the write failed (the footer then says so too)."""
-        self.autosaver.flush()
-        moved, self.autosaver.moved_from[:] = list(self.autosaver.moved_from), []
-        if moved:
-            return (
-                f"session {short_id(moved[0])} was changed by another kernel since this one read it; this "
-                f"kernel's conversation is saved as {short_id(self.session.id)} instead (both are kept)"
-            )
-        return None
+        """Write the record now; a note when it was saved under a new id. Raises :class:`StoreError`."""
+        return self.current.save_now()
 
     def footer(self) -> str:
         saver = self.autosaver
@@ -282,19 +216,10 @@ class Agent:
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
+        """The provider for these settings: the same one while they stay (its client, its input cache)."""
         settings = self._settings(model, reasoning_effort)
-        key = (
-            settings.model,
-            settings.api,
-            settings.base_url,
-            settings.store,
-            settings.stream,
-            settings.timeout_s,
-            settings.max_retries,
-            reasoning_effort,
-        )
-        if self._provider is None or key != self._provider_key:
-            self._provider, self._provider_key = Provider(settings), key
+        if self._provider is None or self._provider.settings != settings:
+            self._provider = Provider(settings)
         return self._provider
 
     def _settings(self, model: str | None, reasoning_effort: str | None = None) -> ProviderSettings:
@@ -313,14 +238,8 @@ class Agent:
     def ask_model(self, system: str, prompt: str) -> str:
         """One plain model call with no tools (``/memory``), retried as the seed's merge call is
         (:data:`MERGE_RETRIES`). Raises :class:`ProviderError`."""
-        text = None
         provider = Provider(replace(self._settings(None), max_retries=MERGE_RETRIES))
-        for event in provider.stream(system, [Message.user(prompt)], [], None):
-            if isinstance(event, Error):
-                raise ProviderError(event.message, event.status)
-            if isinstance(event, Done):
-                text = event.message.text
-        return text or ""
+        return answer(provider.stream(system, [Message.user(prompt)], [], None)).text
 
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, line: Line | str, front: Frontend = HEADLESS, *, keep_abort: bool = False) -> TurnEnd:
@@ -439,10 +358,10 @@ class Agent:
         """The system prompt, rebuilt at each step: memory is read once, here, at the start of the turn; the
         task list is read again on every step; what changed since the last turn (variables lost to a
         kernel restart, on the first turn after a resume; cells edited or run outside the agent) is told."""
-        boot = "\n".join(
-            b for b in (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "") if b
-        )
-        tell_lost, self._tell_lost = self._tell_lost, False
+        instructions = read_instructions(ctx.root, ctx.notebook_path).block()
+        memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "")
+        boot = "\n".join(b for b in (instructions, *memory) if b)
+        tell_lost, self.current.tell_lost = self.current.tell_lost, False
         before = self.session.cells
         notebook = ctx.notebook_path
         changed = cell_changes.block(before, cell_changes.fingerprint(notebook)) if before is not None else ""

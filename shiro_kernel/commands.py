@@ -22,10 +22,13 @@ MEMORY_OFF = "memory is disabled (--no-memory)\nturn it back on with %shiro --me
 
 
 def _notes(agent: Agent, arg: str) -> str:
+    from .context.instructions import read_instructions
+
     store = agent.notes()
     if store is None:
         return MEMORY_OFF
-    return store.format_list()
+    read = read_instructions(agent.root, agent.notebook).listing()
+    return store.format_list() + (f"\n{read}" if read else "")
 
 
 def _memory(agent: Agent, arg: str) -> str:

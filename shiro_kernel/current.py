@@ -1,0 +1,153 @@
+"""The kernel's current session: which one it is (a fresh one, the newest of this notebook, one resumed by
+id), its record and the autosaver that keeps it, and what resuming it in a fresh kernel tells (the history
+repaired, the variables its earlier turns made that are gone).
+
+:class:`~shiro_kernel.agent.Agent` holds one :class:`Current` and hands it what it needs to know about the
+kernel (its notebook, its namespace, the settings it reads), never itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .context import restart, rules
+from .errors import CorruptFile, RequestError, StoreError
+from .session import Session
+from .store.autosave import Autosaver
+from .store.ids import short_id
+from .store.live import Lease
+from .store.sessions import SessionStore
+from .ui.session_text import resumed_line
+
+
+class Current:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        notebook: Callable[[], str | None],
+        namespace: Callable[[], dict[str, Any] | None],
+        store_setting: Callable[[], bool],
+        model: Callable[[], str],
+    ) -> None:
+        self.store = store
+        self._notebook = notebook
+        self._namespace = namespace
+        self._store_setting = store_setting
+        self._model = model
+        self.session = Session(notebook_path=notebook())
+        self.autosaver = self._autosaver(self.session)
+        self.started = False  # has this kernel chosen its session yet?
+        #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
+        #: told to the model on the first turn after the resume
+        self.lost: dict[str, str] = {}
+        self.tell_lost = False
+
+    def _autosaver(self, session: Session) -> Autosaver:
+        return Autosaver(self.store, session, lambda: self.session.model or self._model())
+
+    def switch_to(self, session: Session, lease: Lease | None = None) -> None:
+        """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving (its
+        lease is given back); ``lease`` is the new one's, from :meth:`SessionStore.take`."""
+        self.autosaver.close()
+        self.session = session
+        if session.notebook_path is None:
+            session.notebook_path = self._notebook()
+        self.autosaver = self._autosaver(session)
+        self.autosaver.adopt(lease)
+        self.started = True
+        self.lost, self.tell_lost = {}, False
+
+    def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
+        """Choose the session before a turn; returns the lines to show (or None).
+
+        The first ``%shiro`` of a kernel continues the newest session recorded for this notebook;
+        ``--new`` starts a fresh one; ``-c`` continues the newest for this notebook; ``-r PREFIX``
+        resumes by id or unique prefix. The model and agent variant are never restored. Raises
+        :class:`~shiro_kernel.errors.RequestError` for an unknown or ambiguous id.
+        """
+        if resume:
+            return self.resume(resume)
+        if new:
+            self.switch_to(Session(notebook_path=self._notebook()))
+            return None
+        if not (cont or not self.started):
+            return None
+        notes: list[str] = []
+        try:  # this notebook's records that cannot be read: set aside and said, never skipped silently
+            unreadable = self.store.unreadable_for_notebook(self._notebook(), cwd=str(Path.cwd()))
+        except StoreError:
+            unreadable = []
+        for problem in unreadable:
+            notes.append(self.set_aside(problem.path.name.removesuffix(".json"), problem))
+        for _ in range(3):  # a corrupt newest record is set aside, then the next newest is tried
+            info = self.store.latest_for_notebook(self._notebook(), cwd=str(Path.cwd()))
+            if info is None or info.id == self.session.id:
+                self.started = True
+                if cont and info is None:
+                    raise RequestError("no saved session for this notebook")
+                return "\n".join(dict.fromkeys(notes)) or None
+            try:
+                taken = self.store.take(info.id)  # a copy when another live kernel has it open
+            except CorruptFile as exc:
+                notes.append(self.set_aside(info.id, exc))
+                continue
+            self.switch_to(taken.session, taken.lease)
+            line = self.restart_notice(resumed_line(taken.session))
+            return "\n".join([*dict.fromkeys(notes), line, *([taken.note()] if taken.forked_from else [])])
+        self.started = True
+        return "\n".join(dict.fromkeys(notes)) or None
+
+    def set_aside(self, session_id: str, exc: CorruptFile) -> str:
+        moved = self.store.set_aside(session_id)
+        where = f"; it was moved to {moved}" if moved else ""
+        return f"session {short_id(session_id)} could not be read ({exc.reason}){where}"
+
+    def resume(self, prefix: str) -> str:
+        """``-r ID`` and ``/resume ID``: the session with that id or unique prefix becomes current."""
+        sid = self.store.resolve(prefix)
+        if sid == self.session.id:  # already current: the record may be older than what is in memory
+            return self.restart_notice(resumed_line(self.session))
+        try:
+            taken = self.store.take(sid)  # a copy when another live kernel has it open
+        except CorruptFile as exc:
+            raise RequestError(self.set_aside(sid, exc)) from None
+        self.switch_to(taken.session, taken.lease)
+        line = self.restart_notice(resumed_line(taken.session))
+        return f"{line}\n{taken.note()}" if taken.forked_from else line
+
+    def restart_notice(self, line: str) -> str:
+        # the request validator also runs on resume: a record written by an older version, edited by
+        # hand or cut short by a crash is repaired once, here, and the user is told what changed
+        fixed, repairs = rules.check_and_repair(self.session.messages, store=self._store_setting())
+        shown = rules.notable(repairs)
+        if shown:
+            self.session.messages[:] = fixed
+            self.session.changed()
+            line += "\nrepaired the resumed history: " + "; ".join(shown)
+        self.lost = restart.missing(self.session.messages, self._namespace())
+        self.tell_lost = bool(self.lost)
+        notice = restart.notice(list(self.lost))
+        return f"{line}\n{notice}" if notice else line
+
+    def lost_now(self) -> list[str]:
+        """The lost variables that are still missing from the namespace."""
+        ns = self._namespace()
+        return [n for n in self.lost if ns is not None and n not in ns]
+
+    def save_now(self) -> str | None:
+        """Write the record now; the note to show when it was saved under a new id (another kernel changed
+        it), else None. Raises :class:`StoreError` when the write failed (the footer then says so too)."""
+        self.autosaver.flush()
+        moved, self.autosaver.moved_from[:] = list(self.autosaver.moved_from), []
+        if moved:
+            return (
+                f"session {short_id(moved[0])} was changed by another kernel since this one read it; this "
+                f"kernel's conversation is saved as {short_id(self.session.id)} instead (both are kept)"
+            )
+        return None
+
+
+__all__ = ["Current"]
