@@ -23,6 +23,7 @@ SUITES = [
     ("Sessions at 10,000 records", "bench_sessions.py"),
     ("Widget updates while streaming", "bench_widgets.py"),
     ("Figures: capture, downscale, bytes on the wire", "bench_figures.py"),
+    ("What a prefix cache could serve: long sessions, both APIs", "bench_cache.py"),
     ("Anchoring an answer's numbers to the tool outputs", "bench_numbers.py"),
     ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
     ("Beside jupyter-ai-magics", "bench_peer.py"),

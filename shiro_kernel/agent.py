@@ -101,6 +101,7 @@ class Agent:
         self.turns_here: set[str] = set()
         self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
         self._tightened_shown = False
+        self._built: tuple[tuple[object, ...], str] | None = None  # the session's instructions, by what they hold
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -233,6 +234,7 @@ class Agent:
             timeout_s=c.timeout_s,
             max_retries=c.max_retries,
             reasoning_effort=reasoning_effort,
+            cache_key=self.session.id,  # one session, one cache: its requests share their prefix
         )
 
     def ask_model(self, system: str, prompt: str) -> str:
@@ -282,7 +284,8 @@ class Agent:
             provider=provider,
             tools={**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)},
             context=context,
-            system=self._system_prompt(context, variant, str(spec.get("prompt", "")), emit),
+            system=self._instructions(context, variant, str(spec.get("prompt", "")), emit),
+            state=self._state(context),
             options=TurnOptions(
                 approval=self.config.approval,
                 max_steps=int(spec.get("max_steps") or self.config.max_steps),  # type: ignore[call-overload]
@@ -352,35 +355,45 @@ class Agent:
             memories=self.memories() if self.memory_enabled() else None,
         )
 
-    def _system_prompt(
-        self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None]
-    ) -> Callable[[], str]:
-        """The system prompt, rebuilt at each step: memory is read once, here, at the start of the turn; the
-        task list is read again on every step; what changed since the last turn (variables lost to a
-        kernel restart, on the first turn after a resume; cells edited or run outside the agent) is told."""
-        instructions = read_instructions(ctx.root, ctx.notebook_path).block()
+    def _instructions(self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None]) -> str:
+        """The system prompt, built once per session (when it starts, resumes or is cleared) and the same bytes
+        for every step and turn after, so a provider's prefix cache serves it: identity, environment, the
+        repository's AGENTS.md and the memory injected at the start of the session. What changes as the
+        session goes is in :meth:`_state`, after the conversation."""
+        model = self.session.model or self.config.model
+        key: tuple[object, ...] = (self.session.id, variant, variant_prompt, self.config.approval)
+        key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted))
+        if self._built is not None and self._built[0] == key:
+            return self._built[1]
+        agents_md = read_instructions(ctx.root, ctx.notebook_path).block()
         memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "")
-        boot = "\n".join(b for b in (instructions, *memory) if b)
+        boot = "\n".join(b for b in (agents_md, *memory) if b)
+        text = build_system_prompt(
+            root=str(ctx.root),
+            notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
+            approval=self.config.approval,
+            agent=variant,
+            variant_prompt=variant_prompt,
+            blocks=[lambda: boot],
+        )
+        self._built = (key, text)
+        return text
+
+    def _state(self, ctx: ToolContext) -> Callable[[], str]:
+        """What changes during a session, rebuilt every step as one system message after the conversation
+        (never stored, so pruning and ``/compact`` cannot touch it): the task list, read again every step;
+        the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
+        the agent since its last turn."""
         tell_lost, self.current.tell_lost = self.current.tell_lost, False
         before = self.session.cells
-        notebook = ctx.notebook_path
-        changed = cell_changes.block(before, cell_changes.fingerprint(notebook)) if before is not None else ""
-        tasks, approval = self.tasks, self.config.approval
+        changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
+        tasks = self.tasks
 
-        def lost_block() -> str:
-            return restart.prompt_block(self.lost_now()) if tell_lost else ""
+        def state() -> str:
+            lost = restart.prompt_block(self.lost_now()) if tell_lost else ""
+            return "\n".join(b for b in (tasks.render_prompt_block(), lost, changed) if b).strip("\n")
 
-        def system() -> str:
-            return build_system_prompt(
-                root=str(ctx.root),
-                notebook=str(notebook) if notebook else None,
-                approval=approval,
-                agent=variant,
-                variant_prompt=variant_prompt,
-                blocks=[lambda: boot, tasks.render_prompt_block, lost_block, lambda: changed],
-            )
-
-        return system
+        return state
 
     def _turn_end(self, line: Line, notebook: Path | None, emit: Callable[[Event], None]) -> Callable[[Event], None]:
         """The turn's events for the view, with what the agent does when the turn ends first: the turn is
@@ -398,7 +411,7 @@ class Agent:
                 self._history_problem(history_job, emit)
                 self._tightened(emit)
                 self.mcp.emit_notices(emit)  # an MCP server that died during the turn
-                self._snapshot_cells(notebook)
+                self.current.snapshot_cells(notebook)
                 if self.session.messages:
                     try:
                         note = self.save_now()
@@ -411,24 +424,14 @@ class Agent:
         return on_event
 
     def _record_turn(self, line: Line, since: int, turn_id: str, emit: Callable[[Event], None]) -> None:
-        """Keep which messages this turn made and in which cell (the session's ``turns``), count it as run in
-        this kernel (a rerun of its cell here asks the model), and hand the view its replay fields."""
-        from .replay.find import add_turn, new_span
-        from .replay.plan import replay_fields
+        """Record the turn for replay (:func:`~shiro_kernel.replay.find.record_turn_end`) and count it as run in
+        this kernel (a rerun of its cell here asks the model); the view gets its replay fields."""
+        from .replay.find import record_turn_end
 
         self.turns_here.add(turn_id)
-        cell_id, ordinal = line.cell_id, line.ordinal
-        span = new_span(
-            self.session.messages, since=since, prompt=line.prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id
-        )
-        if span is None:  # the turn ended before its prompt was sent (a call left waiting answered first)
-            return
-        self.session.turns = add_turn(self.session.turns, span)
-        made = self.session.messages[span.start : span.end]
-        fields = replay_fields(
-            made, prompt=line.prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id, tools=self.tools
-        )
-        emit(Recorded(fields))
+        fields = record_turn_end(self.session, line.prompt, line.cell_id, line.ordinal, since, turn_id, self.tools)
+        if fields is not None:
+            emit(Recorded(fields))
 
     def _tightened(self, emit: Callable[[Event], None]) -> None:
         """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it
@@ -479,14 +482,6 @@ class Agent:
                 emit(Notice(unpriced_budget(budget, model), kind="warning"))
             return None
         return float(budget)
-
-    def _snapshot_cells(self, notebook: Path | None) -> None:
-        """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
-        rows = cell_changes.fingerprint(notebook)
-        if rows is not None and rows != self.session.cells:
-            self.session.cells = rows
-            if self.session.messages:
-                self.session.changed()
 
     def close(self) -> None:
         """Stop autosaving (writing what is pending) and MCP: ``%unload_ext`` and kernel shutdown."""

@@ -92,9 +92,10 @@ def _cost(agent: Agent, arg: str) -> str:
     u = agent.session.usage
     cost = cost_line(u.cost_usd, agent.session.model or agent.config.model)
     meter = agent.budget_meter()
+    cached = f" ({u.cached_input_tokens:,} of them cached)" if u.cached_input_tokens else ""
     return (
-        f"session {short_id(agent.session.id)}: {u.input_tokens:,} input + {u.output_tokens:,} output tokens, "
-        f"cost {cost}" + (f" ({meter})" if meter else "")
+        f"session {short_id(agent.session.id)}: {u.input_tokens:,} input{cached} + {u.output_tokens:,} output "
+        f"tokens, cost {cost}" + (f" ({meter})" if meter else "")
     )
 
 

@@ -138,6 +138,12 @@ class Shiro(Configurable):
         "'notebook' from the saved turn even when the notebook is not trusted (CI); 'off' always asks the "
         "model. Default: $SHIRO_REPLAY, else auto.",
     ).tag(config=True)
+    check_numbers = Bool(
+        True,
+        help="When a turn ends, look each number of the answer up in what the turn's tools returned and displayed: "
+        "a number found links to its call, one found nowhere is marked (⚠) and the model is told at the next turn. "
+        "False: no check.",
+    ).tag(config=True)
     mcp_servers = Dict(
         help="MCP servers whose tools the agent may use, like .mcp.json's mcpServers (the trait wins on a name "
         "clash): {NAME: {'command', 'args', 'env'} | {'url', 'headers'}}; ${VAR} is read from the environment."

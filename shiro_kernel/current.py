@@ -149,5 +149,15 @@ class Current:
             )
         return None
 
+    def snapshot_cells(self, notebook: Path | None) -> None:
+        """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
+        from .context import cells
+
+        rows = cells.fingerprint(notebook)
+        if rows is not None and rows != self.session.cells:
+            self.session.cells = rows
+            if self.session.messages:
+                self.session.changed()
+
 
 __all__ = ["Current"]

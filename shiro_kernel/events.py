@@ -32,9 +32,11 @@ class ToolCallEvent:
 
 @dataclass
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0  # all input tokens, the cached ones included (as both APIs count them)
     output_tokens: int = 0
     cost_usd: float | None = None  # None when the model is not in the price table
+    #: of ``input_tokens``, those the provider served from its prompt cache (priced at the cached rate)
+    cached_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         cost = (
@@ -42,7 +44,12 @@ class Usage:
             if self.cost_usd is None and other.cost_usd is None
             else ((self.cost_usd or 0.0) + (other.cost_usd or 0.0))
         )
-        return Usage(self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens, cost)
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            cost,
+            self.cached_input_tokens + other.cached_input_tokens,
+        )
 
 
 @dataclass
@@ -121,6 +128,15 @@ class BudgetReached:
 
 
 @dataclass
+class NumbersChecked:
+    """The answer's numbers looked up in this turn's tool outputs (issue 28), sent just before
+    :class:`TurnEnd`: ``numbers`` is :func:`shiro_kernel.numbers.check_turn`'s list (``text``, ``found``,
+    ``call_id``, ``start``, ``end``, ``line``), offsets in the turn's last streamed text block."""
+
+    numbers: list[dict[str, Any]]
+
+
+@dataclass
 class TurnEnd:
     """The turn is over. ``reason`` is one of answered | max_steps | aborted | error | waiting | budget."""
 
@@ -129,5 +145,7 @@ class TurnEnd:
     error: str | None = None
 
 
-TurnEvent = StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | Recorded | TurnEnd
+TurnEvent = (
+    StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | Recorded | NumbersChecked | TurnEnd
+)
 Event = ProviderEvent | TurnEvent

@@ -55,8 +55,10 @@ class TurnSetup:
     provider: ProviderLike
     tools: Mapping[str, Tool]
     context: ToolContext
-    #: the system prompt, built at each step (the task list in it changes as the turn goes)
-    system: Callable[[], str]
+    #: the instructions: the same for every step and turn of a session (a prefix cache serves them)
+    system: str
+    #: what changes step by step (the task list …), sent after the conversation
+    state: Callable[[], str]
     options: TurnOptions
     #: the view's events, with what the agent does at the turn's end (save, notices) before the view sees it
     on_event: Callable[[Event], None]
@@ -69,10 +71,11 @@ class TurnSetup:
             self.provider,
             dict(self.tools),
             self.context,
-            self.system,
+            lambda: self.system,
             self.options,
             on_event=self.on_event,
             abort=abort,
+            state=self.state,
         )
 
 

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 from .approval import ALWAYS, APPROVE, ASK, DENY, HEADLESS_NOTICE, LATER, Approver, decide, headless_approver, refusal
 from .context import rules
-from .context.limits import limit_images, limit_sizes
+from .context.hold import LOW_WATER, Hold
+from .context.limits import held_image_cut, limit_images, limit_sizes
 from .context.measure import DEFAULT_THRESHOLD
 from .context.meter import Record, meter_of, wire_ready
 from .context.prune import prune_to_fit
@@ -51,7 +52,12 @@ from .transcript import Message, Part, ToolCallPart, ToolResultPart
 
 class ProviderLike(Protocol):
     def stream(
-        self, system: str, messages: list[Message], tools: list[dict[str, Any]], abort: threading.Event | None = None
+        self,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None = None,
+        state: str = "",
     ) -> Any: ...
 
 
@@ -121,6 +127,9 @@ class Turn:
     options: TurnOptions = field(default_factory=TurnOptions)
     on_event: Callable[[Event], None] = lambda event: None
     abort: threading.Event = field(default_factory=threading.Event)
+    #: what changes from step to step (the task list, cell changes …): one system message after the
+    #: conversation, rebuilt every step and never stored, so the instructions before it stay the same
+    state: Callable[[], str] = lambda: ""
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
     # per-turn state: the one `compacted` notice, the one repair warning, the one inline retry
     _compacted: bool = field(default=False, init=False, repr=False)
@@ -251,7 +260,9 @@ class Turn:
         if shown and not self._repaired:
             self._repaired = True
             self.on_event(Notice(REPAIRED_NOTICE.format(repairs="; ".join(shown)), kind="warning"))
-        messages, _ = limit_images(messages)
+        cut = held_image_cut(messages, self.session.caches.get("image_cut"))
+        self.session.caches["image_cut"] = cut  # held still: images go once every few figures
+        messages, _ = limit_images(messages, before=cut) if cut is not None else (messages, 0)
         messages, shortened = limit_sizes(messages)
         if shortened and not self._shortened:
             self._shortened = True
@@ -261,9 +272,23 @@ class Turn:
         return self._fit(messages, records if messages is history else None)
 
     def _fit(self, messages: list[Message], records: list[Record] | None) -> list[Message]:
-        """``messages`` pruned to fit the threshold (with their records from the session's meter, if they
-        are the session's own), and the one ``compacted`` notice of the turn."""
-        result = prune_to_fit(messages, self.options.compact_threshold, meter=meter_of(self.session), records=records)
+        """``messages`` pruned to fit the threshold, holding still (:mod:`~shiro_kernel.context.hold`): a
+        held prune point's prefix is sent again with the new messages after it until the threshold is
+        reached again; then the history is pruned down to the low-water mark and that is held. ``records``:
+        the messages' records from the session's meter, if they are the session's own. One ``compacted``
+        notice per turn."""
+        history, meter, threshold = self.session.messages, meter_of(self.session), self.options.compact_threshold
+        hold = self.session.caches.get("hold")
+        if isinstance(hold, Hold) and hold.holds(history, messages):
+            wire, tokens = hold.extend(messages, meter.records(history))
+            if tokens <= threshold:
+                return wire
+        result = prune_to_fit(messages, threshold, meter=meter, records=records)
+        if not result.changed:
+            self.session.caches.pop("hold", None)
+            return result.messages
+        result = prune_to_fit(messages, int(threshold * LOW_WATER), meter=meter, records=records)
+        self.session.caches["hold"] = Hold.made(history, result)
         if result.changed and not self._compacted:
             self._compacted = True
             if result.dropped_span is None and result.after == result.before:  # only reasoning went
@@ -312,7 +337,7 @@ class Turn:
         shown = False  # has anything of this step reached the user?
         system = self.system_prompt()
         event: ProviderEvent | Notice
-        for event in self.provider.stream(system, self.wire_messages(), specs, self.abort):
+        for event in self.provider.stream(system, self.wire_messages(), specs, self.abort, state=self.state()):
             if isinstance(event, Done):
                 done = event
             elif isinstance(event, Error):

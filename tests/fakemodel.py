@@ -39,6 +39,7 @@ class Request:
     system: str
     messages: list[Message]
     tools: list[str]
+    state: str = ""
 
     def last_results(self) -> list[ToolResultPart]:
         """The tool results of the newest tool message (what the model is being told now)."""
@@ -61,9 +62,15 @@ class FakeModel:
         return self
 
     def stream(
-        self, system: str, messages: list[Message], tools: list[dict[str, Any]], abort: threading.Event | None = None
+        self,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None = None,
+        state: str = "",
     ) -> Iterator[ProviderEvent]:
-        request = Request(system, [Message.from_json(m.to_json()) for m in messages], [t["name"] for t in tools])
+        messages = [Message.from_json(m.to_json()) for m in messages]
+        request = Request(system, messages, [t["name"] for t in tools], state)
         _check_pairing(request.messages)
         with self._lock:
             self.history.append(request)

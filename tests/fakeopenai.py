@@ -198,6 +198,11 @@ class Recorded:
     status: int = 0  # what was answered; 0 = nothing (yet / connection cut before headers)
     raw: bytes = b""
     port: int = 0  # the client's port: requests with the same port came on one connection
+    #: the prompt as a prefix cache sees it (tools, instructions, then each input item, references resolved),
+    #: its length, and how much of it an earlier request of this server began with (see ``_cache``)
+    prompt_chars: int = 0
+    cached_chars: int = 0
+    cached_tokens: int = 0
 
 
 ReplyFn = Callable[[Recorded], Reply | Fault]
@@ -292,6 +297,18 @@ def _text_deltas(text: str) -> list[str]:
 
 def _arg_deltas(arguments: str) -> list[str]:
     return [arguments[i : i + 5] for i in range(0, len(arguments), 5)] or [""]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (a binary search of slice compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def _approx_tokens(n_chars: int) -> int:
@@ -632,6 +649,7 @@ class FakeOpenAI:
         self._queue: collections.deque[ReplyItem] = collections.deque()
         self._lock = threading.RLock()
         self._items: dict[str, _Stored] = {}  # every stored output item by id
+        self._prompts: list[str] = []  # every prompt received, for the prefix cache (``_cache``)
         self._contexts: dict[str, list[_Resolved]] = {}  # response id -> full item list, for previous_response_id
         self._conns: set[socket.socket] = set()
         self._stopping = threading.Event()
@@ -714,6 +732,24 @@ class FakeOpenAI:
         with self._lock:
             return self.requests[-1]
 
+    def _cache(self, rec: Recorded) -> None:
+        """A prefix cache as OpenAI's works: the longest prefix of this prompt an earlier request began with is
+        served from cache, counted from 1,024 tokens in steps of 128 (reported as ``cached_tokens``)."""
+        body = rec.body
+        items = body.get("input") if isinstance(body.get("input"), list) else body.get("messages") or []
+        shown = []
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and item.get("type") == "item_reference" and item.get("id") in self._items:
+                item = self._items[item["id"]].item
+            shown.append(_json(item))
+        text = "\n".join([_json(body.get("tools") or []), str(body.get("instructions") or ""), *shown])
+        best = max((_common_prefix(text, seen) for seen in self._prompts), default=0)
+        self._prompts.append(text)
+        rec.prompt_chars, rec.cached_chars = len(text), best
+        tokens = best // 4
+        served = 0 if tokens < 1024 else 1024 + (tokens - 1024) // 128 * 128
+        rec.cached_tokens = min(served, _approx_tokens(len(rec.raw)))  # never more than the input it reports
+
     def stored_item(self, item_id: str) -> dict[str, Any] | None:
         """An output item the server stored (store not false), by id."""
         with self._lock:
@@ -749,6 +785,8 @@ class FakeOpenAI:
         )
         with self._lock:
             (self.listings if (rec.method, path) == ("GET", "/v1/models") else self.requests).append(rec)
+            if rec.method == "POST" and isinstance(body, dict):
+                self._cache(rec)
         try:
             self._answer(h, rec, parse_error or (raw != b"" and not isinstance(body, dict)))
         except _CutConnection:
@@ -1230,7 +1268,7 @@ class FakeOpenAI:
                 "service_tier": "default",
                 "usage": {
                     "input_tokens": inp,
-                    "input_tokens_details": {"cached_tokens": 0},
+                    "input_tokens_details": {"cached_tokens": min(rec.cached_tokens, inp)},
                     "output_tokens": out,
                     "output_tokens_details": {"reasoning_tokens": reasoning},
                     "total_tokens": inp + out,
@@ -1320,7 +1358,7 @@ class FakeOpenAI:
             "prompt_tokens": inp,
             "completion_tokens": out,
             "total_tokens": inp + out,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": min(rec.cached_tokens, inp), "audio_tokens": 0},
             "completion_tokens_details": {
                 "reasoning_tokens": 0,
                 "audio_tokens": 0,

@@ -101,3 +101,12 @@ def tool_output(request: Any) -> str:
         if i.get("type") == "function_call_output" or i.get("role") == "tool"
     ]
     return outs[-1] if outs else ""
+
+
+def state_of(request: Any) -> str:
+    """The per-step state message a recorded request ended with (the task list, cell changes, a restart's
+    lost variables): the last item of ``input`` (Responses) or ``messages`` (Chat) when it is a system
+    message; '' when the request has none."""
+    items = request.body.get("input") or request.body.get("messages") or []
+    last = items[-1] if items else {}
+    return str(last.get("content") or "") if isinstance(last, dict) and last.get("role") == "system" else ""

@@ -75,7 +75,9 @@ def test_history_cost_help_and_unknown(shell, fake_openai):
     run(shell, "%shiro plot it again")
     history = run(shell, "%shiro /history")
     assert "plot it" in history and "plot it again" in history and "/todos" not in history
-    assert "2,000 input + 20 output tokens, cost $0.0003" in run(shell, "%shiro /cost")
+    # the second request repeats the first one's prefix: the fake serves 1,000 tokens of it from its cache,
+    # priced at gpt-4o-mini's cached rate (half the input rate)
+    assert "2,000 input (1,000 of them cached) + 20 output tokens, cost $0.0002" in run(shell, "%shiro /cost")
     assert "/compact" in run(shell, "%shiro /help")
     assert run(shell, "%shiro /nope").strip() == "unknown command /nope; try /help"
 

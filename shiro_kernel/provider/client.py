@@ -100,6 +100,9 @@ class ProviderSettings:
     timeout_s: float = 120.0
     max_retries: int = 3
     reasoning_effort: str | None = None  # only sent when a variant asks for it (reasoning models only)
+    #: routes the session's requests to the provider's cache for its prefix (``prompt_cache_key``); sent
+    #: only to OpenAI's own API, which documents it (another server may refuse an unknown field)
+    cache_key: str | None = None
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -184,10 +187,17 @@ class Provider:
 
     # -- one model call --------------------------------------------------------------------------
     def stream(
-        self, system: str, messages: list[Message], tools: list[dict[str, Any]], abort: threading.Event | None = None
+        self,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None = None,
+        state: str = "",
     ) -> Iterator[ProviderEvent | Notice]:
         """Run one model call. Yields deltas (and a ``Notice`` when the API had to change), then exactly one
-        ``Done`` or ``Error``."""
+        ``Done`` or ``Error``. ``system`` is the instructions, the same for every call of a session (a
+        provider's prefix cache serves it and the history after it); ``state`` is what changes from step to
+        step (the task list …), sent as one system message after the conversation."""
         from ..events import Notice
 
         try:
@@ -207,9 +217,9 @@ class Provider:
             attempt = Attempt(number, timeout=s.timeout_s if number == 1 else max(min(s.timeout_s, left), 0.01))
             try:
                 if self.api == "chat":
-                    yield from self._chat(client, system, messages, tools, abort, attempt)
+                    yield from self._chat(client, system, messages, tools, abort, attempt, state)
                 else:
-                    yield from self._responses(client, system, messages, tools, abort, attempt)
+                    yield from self._responses(client, system, messages, tools, abort, attempt, state)
                 return
             except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
                 failure: Exception = exc
@@ -344,6 +354,12 @@ class Provider:
 
         yield Done(Message("assistant", []), Usage(), api=self.api)
 
+    def _cache_key(self, body: dict[str, Any]) -> None:
+        """``prompt_cache_key``, where the API documents it: OpenAI's own (both APIs)."""
+        key = self.settings.cache_key
+        if key and self.base_url.rstrip("/") == _DEFAULT_BASE_URL.rstrip("/"):
+            body["prompt_cache_key"] = key
+
     # -- Responses API ---------------------------------------------------------------------------
     def _input_cache(self) -> InputCache:
         from . import wire
@@ -360,16 +376,19 @@ class Provider:
         tools: list[dict[str, Any]],
         abort: threading.Event | None,
         attempt: Attempt,
+        state: str = "",
     ) -> Iterator[ProviderEvent]:
         from ..events import Done, Usage
         from . import wire
 
         s = self.settings
+        items = self._input_cache().input(messages, store=bool(s.store), images=self.images)
         body: dict[str, Any] = {
             "model": s.model,
-            "input": self._input_cache().input(messages, store=bool(s.store), images=self.images),
+            "input": [*items, {"role": "system", "content": state}] if state else items,
         }
         body["store"] = s.store
+        self._cache_key(body)
         if system:
             body["instructions"] = system
         if tools:
@@ -408,12 +427,18 @@ class Provider:
         tools: list[dict[str, Any]],
         abort: threading.Event | None,
         attempt: Attempt,
+        state: str = "",
     ) -> Iterator[ProviderEvent]:
         from ..events import Done, Usage
         from . import wire
 
         s = self.settings
-        body: dict[str, Any] = {"model": s.model, "messages": self._input_cache().chat(system, messages, self.images)}
+        entries = self._input_cache().chat(system, messages, self.images)
+        body: dict[str, Any] = {
+            "model": s.model,
+            "messages": [*entries, {"role": "system", "content": state}] if state else entries,
+        }
+        self._cache_key(body)
         if tools:
             body["tools"] = wire.chat_tools(tools)
         if s.reasoning_effort:

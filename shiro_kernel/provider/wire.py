@@ -315,7 +315,8 @@ def responses_usage(model: str, usage: dict[str, Any] | None) -> Usage:
     if not usage:
         return Usage()
     i, o = int(usage.get("input_tokens") or 0), int(usage.get("output_tokens") or 0)
-    return Usage(i, o, cost_usd(model, i, o))
+    cached = _cached(usage.get("input_tokens_details"))
+    return Usage(i, o, cost_usd(model, i, o, cached), cached)
 
 
 def parse_response(resp: dict[str, Any], model: str | None = None) -> tuple[Message, Usage]:
@@ -395,7 +396,14 @@ def chat_usage(model: str, usage: dict[str, Any] | None) -> Usage:
     if not usage:
         return Usage()
     i, o = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    return Usage(i, o, cost_usd(model, i, o))
+    cached = _cached(usage.get("prompt_tokens_details"))
+    return Usage(i, o, cost_usd(model, i, o, cached), cached)
+
+
+def _cached(details: Any) -> int:
+    """The cached input tokens of a usage's details (``cached_tokens``; 0 when a server sends none)."""
+    value = details.get("cached_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def parse_chat_completion(resp: dict[str, Any], model: str | None = None) -> tuple[Message, Usage]:

@@ -89,6 +89,27 @@ def new_span(
     return None
 
 
+def record_turn_end(
+    session: Any,
+    prompt: str,
+    cell_id: str | None,
+    ordinal: int,
+    since: int,
+    turn_id: str,
+    tools: Mapping[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """At a turn's end: which messages it made and in which cell go into ``session.turns``; returns the
+    replay fields its saved bundle carries (None when the turn ended before its prompt was sent)."""
+    from .plan import replay_fields
+
+    span = new_span(session.messages, since=since, prompt=prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id)
+    if span is None:
+        return None
+    session.turns = add_turn(session.turns, span)
+    made = session.messages[span.start : span.end]
+    return replay_fields(made, prompt=prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id, tools=tools)
+
+
 def add_turn(turns: Iterable[Any] | None, span: TurnSpan) -> list[dict[str, Any]]:
     """``turns`` (as read from a record) with ``span`` appended; an entry of the same turn is replaced, broken
     entries are dropped, and only the newest :data:`TURNS_KEPT` are kept."""

@@ -59,6 +59,8 @@ def session_to_record(session: Session, model: str | None = None, *, updated_at:
         "inputTokens": session.usage.input_tokens,
         "outputTokens": session.usage.output_tokens,
     }
+    if session.usage.cached_input_tokens:
+        record["cachedInputTokens"] = session.usage.cached_input_tokens  # of inputTokens, served from cache
     if session.usage.cost_usd is not None:
         record["costUsd"] = session.usage.cost_usd
     record["notebook"] = {"todos": session.tasks.state()}
@@ -118,6 +120,7 @@ def session_from_record(record: dict[str, Any]) -> Session:
             int(record.get("inputTokens") or 0),
             int(record.get("outputTokens") or 0),
             float(cost) if isinstance(cost, (int, float)) else None,
+            int(record.get("cachedInputTokens") or 0),
         ),
     )
     notebook = record.get("notebook")

@@ -24,6 +24,7 @@ from ..events import (
     BudgetReached,
     Event,
     Notice,
+    NumbersChecked,
     ReasoningDelta,
     Recorded,
     TextDelta,
@@ -34,7 +35,7 @@ from ..events import (
     Usage,
 )
 from ..text import first_line, one_line
-from . import outputs
+from . import marks, outputs
 from .money import budget_message
 from .sanitize import inert_line, inert_markdown, md_code, md_to_html, plain_text
 
@@ -62,6 +63,9 @@ class TurnLog:
     end: TurnEnd | None = None
     #: what the saved bundle needs to replay the turn (a :class:`~shiro_kernel.events.Recorded` event's)
     replay: dict[str, Any] = field(default_factory=dict)
+    #: the answer's numbers looked up in the turn's outputs (a NumbersChecked event's, offsets checked against
+    #: :attr:`answer`); None when the turn was not checked
+    numbers: list[dict[str, Any]] | None = None
 
     def feed(self, event: Event) -> bool:
         """Fold one event in; returns True when the visible picture changed."""
@@ -109,6 +113,9 @@ class TurnLog:
         if isinstance(event, Recorded):
             self.replay = dict(event.fields)
             return False
+        if isinstance(event, NumbersChecked):
+            self.numbers = marks.aligned(self.answer, event.numbers)
+            return True
         if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
             self.entries.append(Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning"))
             return True
@@ -121,6 +128,20 @@ class TurnLog:
     def answer(self) -> str:
         texts = [e for e in self.entries if isinstance(e, str)]
         return texts[-1] if texts else ""
+
+    @property
+    def answer_index(self) -> int:
+        """The index of :attr:`answer` in :attr:`entries` (the last text), -1 when there is none."""
+        return next((i for i in range(len(self.entries) - 1, -1, -1) if isinstance(self.entries[i], str)), -1)
+
+    def marked(self, index: int) -> bool:
+        """Is entry ``index`` the answer, with numbers to mark?"""
+        return bool(self.numbers) and index == self.answer_index
+
+    def call_names(self) -> dict[str, str]:
+        """How a number's hover names its call: call id -> ``call 2 (python)``, counted in the turn."""
+        rows = [e for e in self.entries if isinstance(e, ToolRow)]
+        return {row.call_id: f"call {i} ({row.name})" for i, row in enumerate(rows, 1)}
 
 
 def short_args(arguments: str, limit: int = 80) -> str:
@@ -201,9 +222,17 @@ def _row_line(row: ToolRow, markdown: bool) -> str:
     return f"{mark} {row.name}({row.args}) · {' · '.join(bits)}"
 
 
+def _footer_line(log: TurnLog, extra: str) -> str:
+    """The footer of a finished turn, after the numbers line when some were not found."""
+    assert log.end is not None
+    line = marks.numbers_line(log.numbers)
+    return f"{line} · {footer(log.end.usage, extra)}" if line else footer(log.end.usage, extra)
+
+
 def footer(usage: Usage, extra: str = "") -> str:
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    text = f"{usage.input_tokens:,} in · {usage.output_tokens:,} out tokens{cost}"
+    cached = f" ({usage.cached_input_tokens:,} cached)" if usage.cached_input_tokens else ""
+    text = f"{usage.input_tokens:,} in{cached} · {usage.output_tokens:,} out tokens{cost}"
     return f"{text} · {extra}" if extra else text
 
 
@@ -222,9 +251,10 @@ def to_markdown(log: TurnLog, extra: str = "") -> str:
     trusted notebook's Markdown renderer runs nothing of it; what approved code displayed is kept as is
     (:func:`.outputs.to_markdown`): that code could display script itself, like any cell."""
     out: list[str] = []
-    for entry in log.entries:
+    for index, entry in enumerate(log.entries):
         if isinstance(entry, str):
-            out.append(inert_markdown(entry.strip()))
+            numbers = log.numbers if log.marked(index) else None
+            out.append(marks.markdown(entry, numbers) if numbers else inert_markdown(entry.strip()))
         elif isinstance(entry, ToolRow):
             line = _row_line(entry, True)
             if entry.status == "error" and entry.output:
@@ -238,16 +268,16 @@ def to_markdown(log: TurnLog, extra: str = "") -> str:
             out.append(f"**shiro:** {inert_line(log.end.error)}")
         elif log.end.reason == "aborted":
             out.append("*stopped by the user*")
-        out.append(f"<sub>{inert_line(footer(log.end.usage, extra))}</sub>")
+        out.append(f"<sub>{inert_line(_footer_line(log, extra))}</sub>")
     return "\n\n".join(s for s in out if s)
 
 
 def to_text(log: TurnLog, extra: str = "") -> str:
     """The turn as plain text, with no control character a terminal would obey (:func:`plain_text`)."""
     out: list[str] = []
-    for entry in log.entries:
+    for index, entry in enumerate(log.entries):
         if isinstance(entry, str):
-            out.append(entry.strip())
+            out.append(marks.text(entry, log.numbers) if log.numbers and log.marked(index) else entry.strip())
         elif isinstance(entry, ToolRow):
             line = _row_line(entry, False)
             if entry.status == "error" and entry.output:
@@ -260,7 +290,7 @@ def to_text(log: TurnLog, extra: str = "") -> str:
             out.append(f"shiro: {log.end.error}")
         elif log.end.reason == "aborted":
             out.append("stopped by the user")
-        out.append(footer(log.end.usage, extra))
+        out.append(_footer_line(log, extra))
     return plain_text("\n\n".join(s for s in out if s))
 
 
@@ -283,6 +313,8 @@ class Throttle:
 TURN_MIME = "application/vnd.shiro.turn+json"
 TURN_FORMAT_VERSION = 1
 _OUTPUT_KEEP = 4000  # characters of each tool output kept in the saved bundle
+#: the keys of each of the bundle's ``numbers`` (docs/turn-format.md)
+NUMBER_KEYS = ("text", "found", "call_id", "start", "end", "line")
 
 
 def to_bundle_json(
@@ -330,7 +362,11 @@ def to_bundle_json(
     if log.end is not None:
         u = log.end.usage
         data["usage"] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "costUsd": u.cost_usd}
+        if u.cached_input_tokens:
+            data["usage"]["cachedInputTokens"] = u.cached_input_tokens
         data["end"] = {"reason": log.end.reason, "error": log.end.error}
+    if log.numbers is not None:
+        data["numbers"] = [{key: n.get(key) for key in NUMBER_KEYS} for n in log.numbers]
     if context_percent is not None:
         data["contextPercent"] = context_percent
     if resume:
@@ -343,8 +379,8 @@ def to_html(log: TurnLog, extra: str = "") -> str:
     is escaped (:func:`entry_html`); what approved code displayed is kept as a cell output would be."""
     out = ['<div class="shiro-turn">']
     budget = outputs.TURN_OUTPUT_BYTES
-    for entry in log.entries:
-        out.append(entry_html(entry))
+    for index, entry in enumerate(log.entries):
+        out.append(log_entry_html(log, index))
         if isinstance(entry, ToolRow) and entry.outputs:
             kept, budget = outputs.within_budget(entry.outputs, budget)
             out.extend(outputs.to_html(o) for o in kept)
@@ -353,7 +389,7 @@ def to_html(log: TurnLog, extra: str = "") -> str:
             out.append(f"<p><strong>shiro:</strong> {html.escape(log.end.error)}</p>")
         elif log.end.reason == "aborted":
             out.append("<p><em>stopped by the user</em></p>")
-        out.append(f"<p><sub>{html.escape(footer(log.end.usage, extra))}</sub></p>")
+        out.append(f"<p><sub>{html.escape(_footer_line(log, extra))}</sub></p>")
     out.append("</div>")
     return "\n".join(out)
 
@@ -363,17 +399,26 @@ def _kept_change(change: dict[str, Any]) -> dict[str, Any]:
     return {**change, "diff": diff if len(diff) <= _OUTPUT_KEEP else diff[:_OUTPUT_KEEP] + "\n[… the diff is cut]"}
 
 
-def _diff_html(diff: str) -> str:
+def _diff_html(diff: str, anchor: str) -> str:
     """A change's diff as escaped lines, removed red and added green (the diff is the model's text)."""
     lines = []
     for line in diff[:_OUTPUT_KEEP].splitlines():
         colour = "#b31d28" if line.startswith("-") else "#22863a" if line.startswith("+") else "inherit"
         lines.append(f'<span style="color:{colour}">{html.escape(line)}</span>')
     return (
-        '<pre class="shiro-cell-diff" style="white-space:pre;overflow:auto;max-height:24em">'
+        f'<pre class="shiro-cell-diff" id="{anchor}" style="white-space:pre;overflow:auto;max-height:24em">'
         + "\n".join(lines)
         + "</pre>"
     )
+
+
+def log_entry_html(log: TurnLog, index: int) -> str:
+    """Entry ``index`` of the log as HTML (:func:`entry_html`), the answer with its numbers marked
+    (:func:`.marks.html_answer`: a found one links to its tool row, one found nowhere is marked ⚠)."""
+    entry = log.entries[index]
+    if log.numbers and log.marked(index):
+        return marks.html_answer(entry, log.numbers, log.call_names())
+    return entry_html(entry)
 
 
 def entry_html(entry: Any) -> str:
@@ -385,7 +430,7 @@ def entry_html(entry: Any) -> str:
         summary = html.escape(change_line(entry.change))
         return (
             f'<details class="shiro-tool shiro-cell-change"><summary><code>{summary}</code></summary>'
-            f"{_diff_html(str(entry.change.get('diff') or ''))}</details>"
+            f"{_diff_html(str(entry.change.get('diff') or ''), marks.call_anchor(entry.call_id))}</details>"
         )
     if isinstance(entry, ToolRow):
         summary = html.escape(_row_line(entry, False))
@@ -405,6 +450,7 @@ def entry_html(entry: Any) -> str:
         )
         return (
             f'<details class="shiro-tool"><summary><code>{summary}</code></summary>{code}'
-            f'<pre style="white-space:pre-wrap;max-height:24em;overflow:auto">{body}</pre></details>{refusal}'
+            f'<pre id="{marks.call_anchor(entry.call_id)}" style="white-space:pre-wrap;max-height:24em;overflow:auto">'
+            f"{body}</pre></details>{refusal}"
         )
     return f"<blockquote><em>{html.escape(entry.text)}</em></blockquote>"

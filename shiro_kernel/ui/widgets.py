@@ -22,9 +22,10 @@ import ipywidgets as W
 from ..events import Event, Notice, StepStart, ToolEnd, ToolStart, TurnEnd
 from ..tasks import MARKERS, progress_bar
 from ..text import one_line
+from .marks import numbers_line
 from .meter import meter_label
 from .outputs import TURN_OUTPUT_BYTES, within_budget
-from .render import Throttle, ToolRow, TurnLog, entry_html
+from .render import Throttle, ToolRow, TurnLog, log_entry_html
 
 UPDATES_PER_SECOND = 30
 #: the busy line shows the elapsed time from this many seconds on
@@ -233,7 +234,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         rows = self._rows
         grew = False
         for index, entry in enumerate(self.turn_log.entries):
-            value = entry_html(entry)
+            value = log_entry_html(self.turn_log, index)  # the answer with its numbers marked, once checked
             if index < len(rows):
                 if rows[index].value != value:
                     rows[index].value = value
@@ -322,8 +323,10 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
             "max_steps": "stopped at max_steps",
         }.get(end.reason, end.reason)
         u = end.usage
+        missing = numbers_line(self.turn_log.numbers)
         self.status.value = html.escape(
             f"{what} · {seconds:.1f} s · {u.input_tokens:,} in · {u.output_tokens:,} out tokens"
+            + (f" · {missing}" if missing else "")
         )
         self.stop_button.layout.display = "none"
         self.show_queue([])

@@ -277,7 +277,7 @@ def test_another_agent_asks_approval_under_the_serve_cell(lab: Lab, page: Any) -
     approve.click()
     caller.join(30)
     assert "made it" in result.get("text", ""), result
-    out.get_by_text("claude-code 2.0: python approved").wait_for(timeout=30_000)
+    out.get_by_text("claude-code 2.0 (MCP): python approved").wait_for(timeout=30_000)
     kernel_value = kernel_print(page, "from_mcp")
     assert kernel_value.strip() == "42"  # the other agent's code ran in this notebook's kernel
 

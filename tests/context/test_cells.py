@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import nbformat
 from fakeopenai import Reply
-from kernelutil import run_notebook
+from kernelutil import run_notebook, state_of
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from shiro_kernel.context import cells
@@ -135,8 +135,8 @@ def test_an_edit_between_turns_reaches_the_next_request(fake_openai, tmp_path):
         {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
     )
     assert len(fake_openai.requests) == 2
-    assert "Since your last turn" not in fake_openai.requests[0].body["instructions"]
-    second = fake_openai.requests[1].body["instructions"]
+    assert "Since your last turn" not in state_of(fake_openai.requests[0])
+    second = state_of(fake_openai.requests[1])  # told in the per-step state message, after the conversation
     assert (
         "Since your last turn the user changed the notebook:\n"
         "- edited cell 2: x = 2  # changed by hand\n"

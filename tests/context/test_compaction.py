@@ -190,7 +190,7 @@ class TextFirst:
         self.inner = inner
         self.settings = inner.settings
 
-    def stream(self, system, messages, tools, abort=None):
+    def stream(self, system, messages, tools, abort=None, state=""):
         yield TextDelta("Let me look")
         yield from self.inner.stream(system, messages, tools, abort)
 

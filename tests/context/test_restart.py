@@ -8,7 +8,7 @@ import json
 import pytest
 from fakeopenai import Call, Reply
 from IPython.core.interactiveshell import InteractiveShell
-from kernelutil import outputs_text, run_notebook
+from kernelutil import outputs_text, run_notebook, state_of
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
@@ -168,7 +168,7 @@ def test_notebook_restart_then_rebuild(fake_openai, tmp_path):
         ],
         env,
     )
-    first = fake_openai.requests[2].body.get("instructions", "")
+    first = state_of(fake_openai.requests[2])  # the per-step state message after the conversation
     assert (
         "Kernel restarted since this session's earlier turns: these variables they created no longer exist: "
         "pd, df2 (use /rebuild or recreate them before relying on them)."
@@ -193,5 +193,6 @@ def test_the_block_goes_to_the_first_turn_after_the_resume_only(shell, monkeypat
     agent.ask("first", Frontend(on_event=seen.append))
     agent.ask("second", Frontend(on_event=seen.append))
     block = "these variables they created no longer exist: lost_var"
-    assert block in fake_openai.requests[0].body["instructions"]
-    assert block not in fake_openai.requests[1].body["instructions"]
+    assert block in state_of(fake_openai.requests[0])  # the per-step state, not the instructions
+    assert block not in state_of(fake_openai.requests[1])
+    assert fake_openai.requests[0].body["instructions"] == fake_openai.requests[1].body["instructions"]
