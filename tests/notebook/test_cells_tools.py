@@ -262,3 +262,30 @@ def test_a_blocking_turn_is_refused_in_one_sentence_never_deadlocks(shiro_shell,
         assert not [r for r in fe.requests if r.get("op") == "review"]
     finally:
         notebook.detach(shiro_shell)
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_the_requests_carrying_the_cell_tools_validate_against_the_openapi_spec(shiro_shell, fake_openai, front, api):
+    """Every request of a turn that reads, edits, inserts, deletes and runs cells (the tools' JSON Schema and
+    their calls and results on the wire) is checked by the fake against OpenAI's OpenAPI spec, on both APIs."""
+    run(shiro_shell, f'%config Shiro.api = "{api}"')
+    run(shiro_shell, '%config Shiro.approval = "auto"')
+    fake_openai.enqueue(
+        Reply(tool_calls=[READ]),
+        Reply(
+            tool_calls=[
+                Call("notebook_edit", {"cell": 0, "source": "import numpy as np"}),
+                Call("notebook_insert", {"after": 2, "source": "# done", "cell_type": "markdown"}),
+                Call("notebook_delete", {"cell": 1}),
+            ]
+        ),
+        Reply(tool_calls=[Call("notebook_run", {"cells": [0]})]),
+        Reply(text="ok"),
+    )
+    run(shiro_shell, "%shiro tidy the notebook")
+    assert fake_openai.validate and fake_openai.validation_errors == []
+    assert len(fake_openai.requests) == 4
+    body = fake_openai.requests[0].body
+    names = {t.get("name") or t.get("function", {}).get("name") for t in body["tools"]}
+    assert {"notebook_read", "notebook_edit", "notebook_insert", "notebook_delete", "notebook_run"} <= names
+    assert [c.source for c in front.cells] == ["import numpy as np", "df.groupby('month').sum()", "# done"]
