@@ -37,6 +37,20 @@ export interface IToolEntry {
   /** the call's arguments in full (the code, the command), line breaks kept */
   code?: string;
   outputs?: IOutput[];
+  /** what a notebook_edit / notebook_insert / notebook_delete call did to the document */
+  change?: ICellChange;
+}
+
+/** A cell change as the bundle keeps it (a tool entry's `change`). */
+export interface ICellChange {
+  kind: 'edit' | 'insert' | 'delete';
+  /** the cell's index (0-based, as notebook_read numbers cells) */
+  cell: number;
+  added: number;
+  removed: number;
+  /** a unified diff, made by the kernel from the model's text: drawn as text only */
+  diff: string;
+  status: 'accepted' | 'applied' | 'rejected' | 'conflict' | 'missing' | 'editing' | string;
 }
 
 export interface INoticeEntry {
@@ -214,4 +228,38 @@ export function parseHistory(stdout: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** Is this a change the renderer can draw as a compact row? (A malformed one falls back to the tool row.) */
+export function isCellChange(value: unknown): value is ICellChange {
+  const c = value as ICellChange;
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    ['edit', 'insert', 'delete'].includes(c.kind) &&
+    Number.isInteger(c.cell) &&
+    typeof c.status === 'string'
+  );
+}
+
+const DONE_VERB: Record<string, string> = { edit: 'edited', insert: 'inserted', delete: 'deleted' };
+const NOT_DONE: Record<string, string> = { edit: 'edit of', insert: 'insert at', delete: 'delete of' };
+const CHANGE_MARKS: Record<string, string> = { accepted: '✓', applied: '✓', pending: '…', running: '…' };
+
+function count(n: unknown): number {
+  return typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.trunc(n)) : 0;
+}
+
+/**
+ * A change's compact row: `✓ edited cell 3: +2 −1` when it is in the document (accepted, or applied
+ * under approval = "auto"), else `✗ edit of cell 3: +2 −1 · rejected` (conflict, missing, editing...).
+ */
+export function changeLine(change: ICellChange): string {
+  const counts = `+${count(change.added)} −${count(change.removed)}`;
+  const done = change.status === 'accepted' || change.status === 'applied';
+  const mark = CHANGE_MARKS[change.status] ?? '✗';
+  if (done) {
+    return `${mark} ${DONE_VERB[change.kind]} cell ${change.cell}: ${counts}`;
+  }
+  return `${mark} ${NOT_DONE[change.kind]} cell ${change.cell}: ${counts} · ${change.status}`;
 }

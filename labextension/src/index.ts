@@ -1,6 +1,8 @@
 /**
- * shiro_kernel's JupyterLab extension: draws saved turns without a kernel and gives `%shiro` a
- * prompt box (command palette, notebook toolbar, Alt I), with the project's prompt history on Up/Down.
+ * shiro_kernel's JupyterLab extension: draws saved turns without a kernel, gives `%shiro` a prompt box
+ * (command palette, notebook toolbar, Alt I) with the project's prompt history on Up/Down, serves the
+ * kernel's notebook channel (./channel.ts: the cell tools read, review, and run the open document) and
+ * puts "Fix with shiro" on failed cells (./fixcell.ts).
  */
 import {
   JupyterFrontEnd,
@@ -15,6 +17,8 @@ import {
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { Widget } from '@lumino/widgets';
 
+import { NotebookChannels } from './channel';
+import { FIX_COMMAND, FixButtons, canFix, fixCell } from './fixcell';
 import { HistoryWalker, parseHistory, shiroCell } from './format';
 import { RANK, createRendererFactory } from './renderer';
 
@@ -168,7 +172,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
       selector: '.jp-Notebook'
     });
     palette?.addItem({ command: COMMAND, category: 'Shiro' });
+    new NotebookChannels(tracker);
+    const fix = (panel: NotebookPanel, cell: Parameters<typeof fixCell>[1]): void => {
+      void fixCell(panel, cell).catch(error => console.error('shiro: Fix with shiro failed', error));
+    };
+    app.commands.addCommand(FIX_COMMAND, {
+      label: 'Shiro: Fix this cell',
+      caption: 'Ask shiro to fix the active cell from its error; the fix shows as a diff to accept',
+      isEnabled: () => canFix(tracker.activeCell),
+      execute: () => {
+        const panel = tracker.currentWidget;
+        const cell = tracker.activeCell;
+        if (panel && cell && canFix(cell)) {
+          return fixCell(panel, cell);
+        }
+      }
+    });
+    palette?.addItem({ command: FIX_COMMAND, category: 'Shiro' });
+    tracker.forEach(panel => new FixButtons(panel, fix));
     tracker.widgetAdded.connect((_sender, panel) => {
+      new FixButtons(panel, fix);
       const button = new ToolbarButton({
         className: 'jp-ShiroAskButton',
         label: 'Ask shiro',

@@ -14,14 +14,18 @@ import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
+import { unifiedLines } from './diff';
 import {
+  ICellChange,
   IOutput,
   ITurn,
   IToolEntry,
   TURN_MIME,
+  changeLine,
   drawableOutputs,
   errorLine,
   footer,
+  isCellChange,
   isTurn,
   marker,
   taskBar,
@@ -75,7 +79,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         this.node.appendChild(host);
         pending.push(this.markdown(host, entry.text));
       } else if (entry.type === 'tool') {
-        this.node.appendChild(toolRow(entry));
+        this.node.appendChild(isCellChange(entry.change) ? changeRow(entry, entry.change) : toolRow(entry));
         for (const output of drawableOutputs(entry)) {
           const host = el('div', 'shiro-output');
           this.node.appendChild(host);
@@ -165,6 +169,40 @@ function toolRow(entry: IToolEntry): HTMLElement {
     row.appendChild(el('div', 'shiro-tool-error', `↳ ${error}`));
   }
   return row;
+}
+
+/**
+ * A notebook_edit / notebook_insert / notebook_delete call as one compact row (`✓ edited cell 3: +2 −1`)
+ * that opens on the diff. The diff is the model's text: each line goes in as text, coloured by its
+ * first character only.
+ */
+function changeRow(entry: IToolEntry, change: ICellChange): HTMLElement {
+  const row = el('div', 'shiro-tool-row');
+  const status = /^[a-z-]+$/.test(change.status) ? change.status : 'other';
+  const details = el('details', `shiro-tool shiro-change shiro-change-${status}`);
+  const summary = el('summary', '');
+  summary.appendChild(el('code', '', changeLine(change)));
+  details.appendChild(summary);
+  if (typeof change.diff === 'string' && change.diff) {
+    details.appendChild(diffBlock(change.diff));
+  }
+  if (entry.output) {
+    details.appendChild(el('pre', 'shiro-tool-output', entry.output));
+  }
+  row.appendChild(details);
+  const error = errorLine(entry);
+  if (error) {
+    row.appendChild(el('div', 'shiro-tool-error', `↳ ${error}`));
+  }
+  return row;
+}
+
+export function diffBlock(diff: string): HTMLElement {
+  const pre = el('pre', 'shiro-diff');
+  for (const line of unifiedLines(diff)) {
+    pre.appendChild(el('span', `shiro-diff-line shiro-diff-${line.kind}`, line.text));
+  }
+  return pre;
 }
 
 function taskList(turn: ITurn): HTMLElement {
