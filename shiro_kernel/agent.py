@@ -49,6 +49,7 @@ from .tasks import TaskList
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
 from .turn import TurnOptions
+from .turn_numbers import LastAnswer
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
 
@@ -102,6 +103,7 @@ class Agent:
         self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
         self._tightened_shown = False
         self._built: tuple[tuple[object, ...], str] | None = None  # the session's instructions, by what they hold
+        self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -383,15 +385,16 @@ class Agent:
         """What changes during a session, rebuilt every step as one system message after the conversation
         (never stored, so pruning and ``/compact`` cannot touch it): the task list, read again every step;
         the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
-        the agent since its last turn."""
+        the agent since its last turn; the numbers of the last answer that no tool output had."""
         tell_lost, self.current.tell_lost = self.current.tell_lost, False
+        numbers = self.numbers.note(self.session, self.config.check_numbers)  # the last answer's, all this turn
         before = self.session.cells
         changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
         tasks = self.tasks
 
         def state() -> str:
             lost = restart.prompt_block(self.lost_now()) if tell_lost else ""
-            return "\n".join(b for b in (tasks.render_prompt_block(), lost, changed) if b).strip("\n")
+            return "\n".join(b for b in (tasks.render_prompt_block(), lost, changed, numbers) if b).strip("\n")
 
         return state
 
@@ -400,6 +403,7 @@ class Agent:
         recorded for replay (its messages and cell, in the session; its calls, for the saved bundle), and the
         record is written before the footer says it is saved. The prompt history is appended meanwhile, off
         the turn's path (a convenience: a failure is one warning at the end)."""
+        emit = self.numbers.follow(emit, line.prompt, self.session, self.config.check_numbers)  # NumbersChecked
         history_job = files.background(self.history().append, line.prompt)
         since, turn_id = len(self.session.messages), uuid7()
         if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private

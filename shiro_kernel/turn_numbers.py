@@ -16,11 +16,13 @@ calls' arguments (``df[df.revenue > 1000]``, then "orders above $1,000") — are
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import sys
+import traceback
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from .events import BudgetReached, Event, Notice, NumbersChecked, TextDelta, ToolEnd, ToolStart
-from .numbers import OutputIndex, check_turn
+from .events import BudgetReached, Event, Notice, NumbersChecked, TextDelta, ToolEnd, ToolStart, TurnEnd
+from .numbers import OutputIndex, check_turn, model_note
 from .transcript import Message, ToolCallPart, ToolResultPart
 
 
@@ -101,4 +103,49 @@ def for_turn(messages: Iterable[Message], prompt: str, index: OutputIndex | None
     return check_turn(answer, prompt, index if index is not None else OutputIndex(results), inputs=inputs)
 
 
-__all__ = ["TurnNumbers", "call_inputs", "for_turn"]
+class LastAnswer:
+    """The numbers check between the agent and its turns: one per kernel (:attr:`Agent.numbers
+    <shiro_kernel.agent.Agent.numbers>`). A live turn's events go through :meth:`follow`; the next turn's
+    state message asks :meth:`note` for what the model is told of the last answer."""
+
+    def __init__(self) -> None:
+        #: the session of the last checked turn and the note of its numbers found nowhere ('' when none)
+        self._pending: tuple[object, str] | None = None
+
+    def follow(self, emit: Callable[[Event], None], prompt: str, session: object, on: bool) -> Callable[[Event], None]:
+        """``emit`` wrapped for one live turn of ``session``: each event fed to a :class:`TurnNumbers` and
+        passed on; at ``TurnEnd``, its :class:`NumbersChecked` first. ``on`` (``Shiro.check_numbers``) False:
+        ``emit`` itself, and no note is left for the next turn."""
+        self._pending = None
+        if not on:
+            return emit
+        numbers: TurnNumbers | None = TurnNumbers()
+
+        def on_event(event: Event) -> None:
+            nonlocal numbers
+            checked = None
+            if numbers is not None:
+                try:
+                    if isinstance(event, TurnEnd):
+                        checked = numbers.event(prompt)
+                        self._pending = (session, model_note(checked.numbers) or "")
+                    else:
+                        numbers.feed(event)
+                except Exception:  # the check is a help: a bug in it costs the turn nothing (it goes unchecked)
+                    numbers = None
+                    traceback.print_exc(file=sys.__stderr__)
+            if checked is not None:
+                emit(checked)
+            emit(event)
+
+        return on_event
+
+    def note(self, session: object, on: bool = True) -> str:
+        """The one line telling the model which numbers of its last answer no tool output had, for the turn
+        starting now in ``session`` ('' when there are none, the last turn was in another session, or the
+        check is off now). Given once: the turn after next is not told again."""
+        pending, self._pending = self._pending, None
+        return pending[1] if pending is not None and on and pending[0] is session else ""
+
+
+__all__ = ["LastAnswer", "TurnNumbers", "call_inputs", "for_turn"]
