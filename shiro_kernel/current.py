@@ -139,15 +139,10 @@ class Current:
 
     def save_now(self) -> str | None:
         """Write the record now; the note to show when it was saved under a new id (another kernel changed
-        it), else None. Raises :class:`StoreError` when the write failed (the footer then says so too)."""
+        it, or it is read-only) or the index has not been writable for a while, else None. Raises
+        :class:`StoreError` when the write failed (the footer then says so too)."""
         self.autosaver.flush()
-        moved, self.autosaver.moved_from[:] = list(self.autosaver.moved_from), []
-        if moved:
-            return (
-                f"session {short_id(moved[0])} was changed by another kernel since this one read it; this "
-                f"kernel's conversation is saved as {short_id(self.session.id)} instead (both are kept)"
-            )
-        return None
+        return "\n".join(self.autosaver.take_notes()) or None
 
     def snapshot_cells(self, notebook: Path | None) -> None:
         """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""

@@ -6,6 +6,9 @@ process (:class:`_Clock`): a change starts no thread, it only sets a deadline. A
 ``max_wait`` seconds, so a kernel that dies mid-turn loses at most that much. A failed write on the timer
 thread is handed to ``on_error`` (it never raises there); :meth:`Autosaver.flush` raises it instead.
 
+What a write has to tell the user — the session saved under a new id because its record changed elsewhere
+or is read-only, the index not writable for a while — :meth:`Autosaver.take_notes` gives once.
+
 The autosaver owns the session's lease (:mod:`~shiro_kernel.store.live`): one handed over with
 :meth:`Autosaver.adopt` (a resumed session), else taken before the first write; :meth:`Autosaver.close`
 gives it back.
@@ -197,6 +200,27 @@ class Autosaver:
         :class:`~shiro_kernel.errors.StoreError` when the write failed."""
         self._cancel()
         return self._write()
+
+    def take_notes(self) -> list[str]:
+        """What to tell the user after a write, each said once: a session saved under a new id (why, and
+        under which) and the index not updated for a while (:meth:`SessionIndex.notice`)."""
+        with self._save_lock:
+            moved, self.moved_from[:] = list(self.moved_from), []
+        notes = []
+        for old in moved:
+            new = self.store.moved.get(old, self.session.id)
+            if self.store.moved_because.get(old) == "read-only":
+                notes.append(
+                    f"session {self.store.short_id(old)}'s record is read-only (its file's write permission is off), so it is "
+                    f"left as it is; this kernel's conversation is saved as {self.store.short_id(new)} instead"
+                )
+            else:
+                notes.append(
+                    f"session {self.store.short_id(old)} was changed by another kernel since this one read it; this "
+                    f"kernel's conversation is saved as {self.store.short_id(new)} instead (both are kept)"
+                )
+        index = self.store.index.notice()
+        return [*notes, *([index] if index else [])]
 
     def close(self) -> None:
         if self._closed:

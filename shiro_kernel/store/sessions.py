@@ -13,6 +13,12 @@ that cannot hold leases (an older version, a file system without ``flock``), :me
 never overwrites a record that changed on disk since this store last read or wrote it: it writes the
 session under a new id instead (:attr:`SessionStore.moved` says so). Either way no message is lost and
 every "Saved N messages" names a record that holds them.
+
+**A read-only record.** A record whose file the user made read-only (its owner's write permission off, or
+not writable by this process) is left as it is: renaming over it would succeed (that needs only the
+folder's permission), so :meth:`SessionStore.save` checks, and writes the session under a new id instead,
+like a record changed elsewhere (:attr:`SessionStore.moved`, with the reason in
+:attr:`SessionStore.moved_because`).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import builtins
 import json
 import os
 import re
+import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +36,7 @@ from typing import Any
 from ..errors import Ambiguous, CorruptFile, RequestError, StoreError
 from ..session import Session
 from . import files
-from .ids import now_iso, short_id, uuid7
+from .ids import MIN_SHORT_ID, install_shortener, now_iso, short_id, shown_id, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
 from .live import Busy, Lease, claim
 from .paths import home
@@ -56,16 +64,28 @@ class Taken:
     lease: Lease | None
     forked_from: str | None = None
     holder: str | None = None
+    #: how its store shows an id (:meth:`SessionStore.short_id`)
+    shown: Callable[[str], str] = short_id
 
     def note(self) -> str:
         """The line telling the user this kernel continues in a copy ('' when it is not a copy)."""
         if self.forked_from is None:
             return ""
         return (
-            f"session {short_id(self.forked_from)} is open in another kernel ({self.holder}), so this kernel "
-            f"continues in a copy, {short_id(self.session.id)}: each kernel saves its own record and neither "
+            f"session {self.shown(self.forked_from)} is open in another kernel ({self.holder}), so this kernel "
+            f"continues in a copy, {self.shown(self.session.id)}: each kernel saves its own record and neither "
             "loses messages"
         )
+
+
+def _read_only(path: Path) -> bool:
+    """The user made this record read-only: its owner may not write it, or this process may not (root
+    may write anything, so the owner's write bit is what the user set)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return not st.st_mode & stat.S_IWUSR or not os.access(path, os.W_OK)
 
 
 def _same_path(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
@@ -82,8 +102,17 @@ class SessionStore:
         self._stamps: dict[str, Stamp] = {}
         #: the leases this store holds, by session id
         self._leases: dict[str, Lease] = {}
-        #: sessions :meth:`save` wrote under a new id because their record changed elsewhere: old -> new
+        #: sessions :meth:`save` wrote under a new id (their record changed elsewhere, or is read-only): old -> new
         self.moved: dict[str, str] = {}
+        #: why each of :attr:`moved` was: ``"changed"`` (by another writer) or ``"read-only"``
+        self.moved_because: dict[str, str] = {}
+        # the ids shown of this folder's sessions are the shortest prefixes unique among them
+        install_shortener(self.root, lambda sid: self.index.unique_length(sid, MIN_SHORT_ID))
+
+    def short_id(self, session_id: str) -> str:
+        """The id as shown: its shortest prefix unique among this folder's sessions, never under 8 characters
+        (:func:`~shiro_kernel.store.ids.short_id` is this for the home's sessions folder)."""
+        return shown_id(self.root, session_id)
 
     def path_for(self, session_id: str) -> Path:
         if not isinstance(session_id, str) or not _ID_OK.match(session_id):
@@ -96,21 +125,25 @@ class SessionStore:
         messages (nothing is written). Raises :class:`~shiro_kernel.errors.StoreError` when the disk
         refuses (full, read-only); a corrupt record in the way is set aside first.
 
-        A record that another writer changed since this store last read or wrote it is never overwritten:
-        the session gets a new id (``session.id`` changes, :attr:`moved` records old -> new) and is
-        written under it, so both conversations are kept."""
+        A record that another writer changed since this store last read or wrote it, or that is read-only,
+        is never overwritten: the session gets a new id (``session.id`` changes, :attr:`moved` records
+        old -> new, :attr:`moved_because` why) and is written under it, so both conversations are kept.
+
+        The index row is queued (:mod:`.indexqueue`): a locked index never holds the save up."""
         if not session.messages:
             return False
         with files.locked(self.root / ".save"):
             path = self.path_for(session.id)
             self._set_aside_if_corrupt(path)  # garbage in the way is no conversation to keep
-            if self._changed_elsewhere(session.id, path):
+            why = "changed" if self._changed_elsewhere(session.id, path) else "read-only" if _read_only(path) else ""
+            if why:
                 old = session.id
                 session.id = uuid7()
-                self.moved[old] = session.id
+                self.moved[old], self.moved_because[old] = session.id, why
                 path = self.path_for(session.id)
             record = session_to_record(session, model)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+            since = self.index.folder_mtime()
             files.write_atomic(path, text)
             try:
                 st = path.stat()
@@ -118,7 +151,7 @@ class SessionStore:
                 raise StoreError(f"could not write {path} ({exc.strerror or type(exc).__name__})") from exc
             self._stamps[session.id] = _stamp(st)
             try:
-                self.index.put(row_for(session.id, record, st))
+                self.index.put(row_for(session.id, record, st), since)
             except StoreError:
                 pass  # the record is written (it is the truth); a reader finds the index stale and repairs it
         return True
@@ -205,7 +238,7 @@ class SessionStore:
             self.save(copy)
         except StoreError:
             pass  # the autosaver tries again and reports a failure in the footer
-        return Taken(copy, lease if isinstance(lease, Lease) else None, session_id, got.holder)
+        return Taken(copy, lease if isinstance(lease, Lease) else None, session_id, got.holder, self.short_id)
 
     def set_aside(self, session_id: str) -> Path | None:
         """Move an unreadable record aside (``.corrupt-<time>``) and drop its row; where it went (None
@@ -213,8 +246,9 @@ class SessionStore:
         path = self.path_for(session_id)
         try:
             with files.locked(self.root / ".save"):
+                since = self.index.folder_mtime()
                 moved = files.quarantine(path) if path.exists() else None
-                self.index.drop(session_id)
+                self.index.drop(session_id, since)
         except (StoreError, OSError):
             return None
         return moved
@@ -284,7 +318,7 @@ class SessionStore:
             return text
         matches = self.index.with_prefix(text.lower())
         if len(matches) > 1:
-            raise Ambiguous(text, matches, [short_id(m) for m in matches])
+            raise Ambiguous(text, matches, [self.short_id(m) for m in matches])
         if not matches:
             raise RequestError(f'no session matching "{prefix}"')
         return matches[0]
@@ -294,10 +328,12 @@ class SessionStore:
         if not self.root.is_dir():
             return 0
         with files.locked(self.root / ".save"):
+            self.index.discard_queued()
             self.index.close()
             for suffix in ("", "-wal", "-shm"):
                 Path(str(self.index.path) + suffix).unlink(missing_ok=True)
             self.index.reconcile()
+            self.index.flush(files.LOCK_TIMEOUT)  # an explicit rebuild may wait; the count is right either way
         return len(self.index.newest(None))
 
 

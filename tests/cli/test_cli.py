@@ -42,10 +42,10 @@ def test_list_rows_newest_first(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["sessions"], capsys)
     lines = out.splitlines()
     assert code == 0 and len(lines) == 2
-    assert lines[0].startswith("0193b000-0000-7000  ") and lines[0].endswith("  2msg  second question")
-    assert lines[1].startswith("0193a000-0000-7000  ") and lines[1].endswith("  2msg  first question")
+    assert lines[0].startswith("0193b000  ") and lines[0].endswith("  2msg  second question")
+    assert lines[1].startswith("0193a000  ") and lines[1].endswith("  2msg  first question")
     record = SessionStore().load_record(b.id)
-    assert lines[0] == f"0193b000-0000-7000  {record['updatedAt'][:16].replace('T', ' ')}  2msg  second question"
+    assert lines[0] == f"0193b000  {record['updatedAt'][:16].replace('T', ' ')}  2msg  second question"
     assert run(["sessions", "-n", "1"], capsys)[1].count("\n") == 1
     assert a.id not in out
 
@@ -122,7 +122,7 @@ def test_console_script_via_subprocess(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("0193d000-0000-7000  ") and proc.stdout.rstrip().endswith("2msg  from a kernel")
+    assert proc.stdout.startswith("0193d000  ") and proc.stdout.rstrip().endswith("2msg  from a kernel")
     proc = subprocess.run(
         [sys.executable, "-m", "shiro_kernel.cli", "sessions", "show", "nope"],
         capture_output=True,

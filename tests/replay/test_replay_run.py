@@ -76,7 +76,7 @@ def test_a_replay_emits_what_a_live_turn_emits(ip):
     assert events[7] == Notice(out.line, kind="info")
     assert isinstance(events[8], TurnEnd) and events[8].reason == "replayed"
     assert out.line == (
-        "replayed 3 python calls of this turn without the model (recorded in session 0193ab2c-1f2a-7c3d); "
+        "replayed 3 python calls of this turn without the model (recorded in session 0193ab2c); "
         "%shiro --again which region grew the most? asks the model instead"
     )
     assert out.complete and [s.call_id for s in out.ran] == ["c1", "c3", "c4"]
@@ -223,6 +223,6 @@ def test_a_turn_recorded_on_this_machine_replays_without_trust(ip, tmp_path, dat
     assert isinstance(outcome, Replayed) and outcome.found.source == "record"
     assert ip.user_ns["recorded"] == "from the record"
     assert outcome.result.line.startswith(
-        f"replayed 1 python call of this turn without the model (recorded in session {session.id[:18]})"
+        f"replayed 1 python call of this turn without the model (recorded in session {session.id[:13]})"  # new: 13
     )
     assert _replay(ip, path, "off", store=store)[0] is None

@@ -124,9 +124,9 @@ def test_take_forks_a_session_open_in_another_kernel(tmp_path: Path) -> None:
     assert [m.text for m in copy.messages] == [m.text for m in original.messages]
     assert copy.notebook_path == original.notebook_path
     assert b.path_for(copy.id).exists()  # saved at once: its short id resolves
-    assert b.resolve(short_id(copy.id)) == copy.id
+    assert b.resolve(b.short_id(copy.id)) == copy.id
     note = taken_b.note()
-    assert short_id(original.id) in note and short_id(copy.id) in note and "another kernel" in note
+    assert b.short_id(original.id) in note and b.short_id(copy.id) in note and "another kernel" in note
     # a's kernel goes away: the original can be taken again without a copy
     assert taken_a.lease is not None
     taken_a.lease.release()

@@ -216,9 +216,39 @@ def test_resolve_exact_unique_prefix_ambiguous_unknown(store: SessionStore) -> N
     for unknown in ("ffff", "", "../x"):
         with pytest.raises(RequestError, match=f'no session matching "{re.escape(unknown)}"'):
             store.resolve(unknown)
-    assert str(info.value) == (
-        'no session matching "0193" (ambiguous: 2 sessions start with it: 0193a000-0000-7000, 0193b000-0000-7000)'
-    )
+    assert str(info.value) == ('no session matching "0193" (ambiguous: 2 sessions start with it: 0193a000, 0193b000)')
+
+
+def test_shown_ids_are_whole_groups_unique_here_and_never_under_8(store: SessionStore) -> None:
+    from shiro_kernel.store.ids import shown_length, still_open, uuid7
+
+    old = [f"0193ab2c-{n:04x}-7000-8000-00000000000{n}" for n in (1, 2)]  # same 65 s window, long ago
+    alone = "0193ff00-0000-7000-8000-000000000009"
+    for sid in [*old, alone]:
+        store.save(make_session(sid=sid), model="m")
+    assert store.short_id(alone) == "0193ff00"  # the seed's 8
+    assert [store.short_id(s) for s in old] == ["0193ab2c-0001", "0193ab2c-0002"]  # never "0193ab2c-000"
+    assert all(store.resolve(store.short_id(s)) == s for s in [*old, alone])
+    # a session started this minute shows its millisecond: one started later in the minute cannot share it
+    now = uuid7()
+    assert still_open(now) and not still_open(alone)
+    store.save(make_session(sid=now), model="m")
+    shown = store.short_id(now)
+    later = make_session(sid=uuid7())
+    store.save(later, model="m")
+    assert len(shown) == 13 and store.resolve(shown) == now and store.resolve(store.short_id(later.id)) == later.id
+    # the window closes 65.5 s after it opened (its first 8 digits are the top of the millisecond clock)
+    ms = int(now.replace("-", "")[:12], 16)
+    assert not still_open(now, now_ms=ms + 65_536) and shown_length(now, 8, now_ms=ms + 65_536) == 8
+    assert shown_length(alone, 20) == 23 and shown_length(alone, 36) == 36
+
+
+def test_a_broken_home_still_shows_ids(tmp_path: Path) -> None:
+    from shiro_kernel.store.ids import shown_id
+
+    (tmp_path / "sessions").write_text("not a folder")  # SHIRO_HOME/sessions is a file: no error from showing
+    assert shown_id(tmp_path / "sessions", "0193ab2c-0001-7000-8000-000000000001") == "0193ab2c"
+    assert shown_id(tmp_path / "missing", "0193ab2c-0001-7000-8000-000000000001") == "0193ab2c"
 
 
 def test_latest_for_notebook_and_cwd_fallback(store: SessionStore) -> None:
@@ -479,25 +509,23 @@ def test_row_and_list_format() -> None:
         None,
         "/p",
     )
-    assert format_row(info) == "0193ab2c-1111-7000  2025-06-02 13:45  8msg  why does the pagination test fail?"
+    assert format_row(info) == "0193ab2c  2025-06-02 13:45  8msg  why does the pagination test fail?"
     assert format_rows([]) == "no saved sessions"
     assert format_rows([info, info]).count("\n") == 1
-    assert resumed_line(info) == 'resumed 0193ab2c-1111-7000 — 8 messages: "why does the pagination test fail?"'
+    assert resumed_line(info) == 'resumed 0193ab2c — 8 messages: "why does the pagination test fail?"'
 
 
 def test_resumed_line_from_a_session() -> None:
     s = make_session(sid="0193ab2c-1111-7000-8000-000000000000")
-    assert resumed_line(s) == 'resumed 0193ab2c-1111-7000 — 3 messages: "why does the pagination test fail?"'
+    assert resumed_line(s) == 'resumed 0193ab2c — 3 messages: "why does the pagination test fail?"'
     one = Session(id="0193ab2c-1111-7000-8000-000000000000", messages=[Message("assistant", [TextPart("x")])])
-    assert resumed_line(one) == "resumed 0193ab2c-1111-7000 — 1 message"
+    assert resumed_line(one) == "resumed 0193ab2c — 1 message"
 
 
 def test_resume_hint_follows_the_farewell_rules() -> None:
     s = make_session(sid="0193ab2c-1111-7000-8000-000000000000")
     hint = resume_hint(s)
-    assert hint == (
-        'Saved 3 messages: "why does the pagination test fail?" · resume: %shiro -c or %shiro -r 0193ab2c-1111-7000'
-    )
+    assert hint == ('Saved 3 messages: "why does the pagination test fail?" · resume: %shiro -c or %shiro -r 0193ab2c')
     assert s.id not in hint and "\n" not in hint
     long = make_session("z" * 70)
     assert resume_hint(long).startswith(f'Saved 3 messages: "{"z" * 49}..." · resume:')
