@@ -22,6 +22,12 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 
 from .config import Shiro
 
+#: the one notice of a prompt whose text UTF-8 cannot carry (:func:`~shiro_kernel.text.encodable`)
+SURROGATES_ESCAPED = (
+    "the prompt held characters that are not valid text (a file name that is not UTF-8, as os.listdir returns "
+    "it); they are escaped as such a name's bytes are shown, and the prompt sent is: {prompt}"
+)
+
 if TYPE_CHECKING:
     from .agent import Agent
     from .line import Line
@@ -155,7 +161,12 @@ class ShiroMagics(Magics):
 
     def _run(self, line: Line) -> None:
         from .errors import ShiroError
+        from .text import encodable, one_line
 
+        prompt = encodable(line.prompt)
+        if prompt != line.prompt:  # e.g. a name from os.listdir that is not UTF-8: neither model nor disk takes it
+            print(SURROGATES_ESCAPED.format(prompt=one_line(prompt, 160)), file=sys.stderr)
+            line = line.with_prompt(prompt)
         try:
             self._dispatch(line)
         except ShiroError as exc:

@@ -8,6 +8,7 @@ string longer than its limit plus the note.
 from __future__ import annotations
 
 import collections
+import re
 from typing import Generic, TypeVar
 
 
@@ -44,6 +45,26 @@ def first_line(text: str, limit: int, ellipsis: str = "...") -> str:
             line = line.strip()
             return line if len(line) <= limit else line[: max(0, limit - len(ellipsis))] + ellipsis
     return ""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _shown_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, as os.listdir hands it over: that byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}"
+
+
+def encodable(text: str) -> str:
+    """``text`` as UTF-8 can carry it: a lone surrogate (what ``os.listdir`` returns for a file name that is
+    not UTF-8, ``'caf\\udce9.csv'``) is escaped as Python shows such a name's bytes (``caf\\xe9.csv``), another
+    one as ``\\udXXX``; a surrogate pair becomes its character. Anything encodable is returned as it is."""
+    if not _SURROGATE.search(text):
+        return text
+    joined = text.encode("utf-16", "surrogatepass").decode("utf-16", "surrogatepass")  # pairs → characters
+    return _SURROGATE.sub(_shown_surrogate, joined)
 
 
 S = TypeVar("S", str, bytes)
@@ -104,4 +125,4 @@ def joined(buffer: HeadTail[str], unit: str = "characters of output") -> str:
     return head + tail
 
 
-__all__ = ["HeadTail", "cut", "first_line", "joined", "one_line"]
+__all__ = ["HeadTail", "cut", "encodable", "first_line", "joined", "one_line"]

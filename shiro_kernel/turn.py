@@ -45,7 +45,7 @@ from .events import (
     Usage,
 )
 from .session import Session
-from .text import cut
+from .text import cut, encodable
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, Part, ToolCallPart, ToolResultPart
 
@@ -393,6 +393,8 @@ class Turn:
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))
             results.append(result)
         self._step_results = []
+        for r in results:  # a file name that is not UTF-8 in an output could reach neither the model nor the disk
+            r.output = encodable(r.output)
         _cap_step(results)
         if results:
             self.session.append(Message("tool", list[Part](results)))

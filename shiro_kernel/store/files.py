@@ -58,7 +58,9 @@ def write_atomic(path: Path, data: str | bytes, *, mode: int | None = None) -> N
     and any folder made for it 0700. With ``mode`` (a user's file) the file gets ``mode`` and missing folders
     the umask's permissions."""
     path = Path(path)
-    raw = data.encode("utf-8") if isinstance(data, str) else data
+    # a lone surrogate (a model's "\\udce9", a name from os.listdir) cannot be UTF-8: written as its escape,
+    # which in a JSON record is the same string again when read
+    raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else data
     try:
         if mode is None:
             make_dirs(path.parent)
