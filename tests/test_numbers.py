@@ -549,3 +549,73 @@ def test_real_model_answers_over_their_recorded_tool_outputs():
     assert {k: v for k, v in checked.items() if any(not ok for _, ok in v)} == {}
     numbers = sorted({text for v in checked.values() for text, _ in v})
     assert numbers == ["123,124", "2,869,461"]  # "1231 * 2331" was the prompt's
+
+
+# Scripted answers with numbers to check that end no turn, and why: they are not scenarios of a turn.
+NOT_TURNS = {
+    "The mean is 2.0, computed from three rows.": "provider/test_client.py: the client's streaming alone, no tool",
+}
+#: the numbers check's own tests, whose answers make numbers up on purpose
+OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py")
+
+
+def _scripted_answers() -> dict[str, str]:
+    """Every answer the tests script as a literal — ``Reply(text=…)`` or ``Reply("…")``, a string or a module
+    constant — by where it is (``file:line``); answers built from a tool's output are the SCENARIOS' functions."""
+    import ast
+
+    found: dict[str, str] = {}
+    for path in sorted((ROOT / "tests").rglob("*.py")):
+        if path.name in OWN_TESTS:
+            continue
+        tree = ast.parse(path.read_text())
+        constants = {
+            t.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for t in node.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(tree):
+            func = node.func if isinstance(node, ast.Call) else None
+            if getattr(func, "id", getattr(func, "attr", None)) != "Reply":
+                continue
+            assert isinstance(node, ast.Call)
+            for arg in [k.value for k in node.keywords if k.arg == "text"] + node.args[:1]:
+                value = arg.value if isinstance(arg, ast.Constant) else constants.get(getattr(arg, "id", ""))
+                if isinstance(value, str):
+                    found[f"{path.relative_to(ROOT / 'tests')}:{node.lineno}"] = value
+    return found
+
+
+def test_every_scripted_answer_with_a_number_to_check_is_a_scenario_above():
+    answers = _scripted_answers()
+    assert len(answers) > 100  # the scan reads the tests (some 200 scripted answers)
+    covered = {s[4] for s in SCENARIOS if isinstance(s[4], str)} | set(NOT_TURNS)
+    with_numbers = {where: text for where, text in answers.items() if find_numbers(text)}
+    assert {where: text for where, text in with_numbers.items() if text not in covered} == {}
+    assert sorted(set(with_numbers.values())) == [
+        "The mean is 2.0, computed from three rows.",
+        "The mean of `df.x` is **2.0**.",
+    ]
+
+
+def test_the_demo_notebooks_recorded_turns_get_no_false_not_found():
+    """binder/demo.ipynb's turns (scripts/record_demo.py: the answer written from what the call printed),
+    checked over the outputs their saved bundles keep."""
+    nb = json.loads((ROOT / "binder" / "demo.ipynb").read_text())
+    checked: list[list[tuple[str, bool, str | None]]] = []
+    calls: list[str] = []
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            bundle = (out.get("data") or {}).get("application/vnd.shiro.turn+json")
+            if not bundle:
+                continue
+            tools = [e for e in bundle["entries"] if e["type"] == "tool"]
+            results = [ToolResultPart(e["callId"], e["name"], e["output"], displays=e["outputs"]) for e in tools]
+            answer = [e["text"] for e in bundle["entries"] if e["type"] == "text"][-1]
+            numbers = check_turn(answer, bundle["prompt"], results, inputs=[e["code"] for e in tools])
+            calls += [e["callId"] for e in tools]
+            checked.append([(n["text"], n["found"], n["call_id"]) for n in numbers])
+    # 13.1% from the first turn's call (it printed coffee 0.1314); the plot's answer states no number
+    assert checked == [[("13.1%", True, calls[0])], []]
