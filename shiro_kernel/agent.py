@@ -45,6 +45,7 @@ from .store.ids import uuid7
 from .store.live import Lease
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
+from .store.writeahead import WriteAhead, changes_something
 from .tasks import TaskList
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
@@ -406,10 +407,12 @@ class Agent:
         emit = self.numbers.follow(emit, line.prompt, self.session, self.config.check_numbers)  # NumbersChecked
         history_job = files.background(self.history().append, line.prompt)
         since, turn_id = len(self.session.messages), uuid7()
+        ahead = WriteAhead(self.autosaver, changes_something(self.tools))  # a call that changes things: saved first
         if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private
             self._tighten = files.background(private.tighten_home)
 
         def on_event(event: Event) -> None:
+            ahead(event)
             if isinstance(event, TurnEnd):
                 self._record_turn(line, since, turn_id, emit)
                 self._history_problem(history_job, emit)

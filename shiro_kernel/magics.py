@@ -310,6 +310,18 @@ class ShiroMagics(Magics):
             self.controller.loop = kernel.running_loop(self.shell)
         return self.controller
 
+    def kernel_ending(self, restart: bool) -> None:
+        """The kernel shuts down and results of the stopped turn were told again (:mod:`~shiro_kernel.stops`):
+        write them now (the process may be killed before its exit handlers run)."""
+        from .errors import StoreError
+
+        if self._agent is not None:
+            self._agent.session.changed()
+            try:
+                self._agent.autosaver.flush()
+            except StoreError:  # the footer already said the session is not saved
+                pass
+
     def close(self) -> None:
         """Undo what running turns set up: stop them, write the session (``%unload_ext``)."""
         if self.controller is not None:
@@ -402,10 +414,12 @@ def load(shell: Any) -> None:
     shell.events.register("pre_run_cell", magics.remember_cell)
     if claim_question_lines not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(claim_question_lines)
+    from . import stops
     from .provider import warmup
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)
+    stops.install(shell, magics.kernel_ending)  # a restart during a turn is told as one, not as the user's Stop
     _open_notebook_channel(shell)
     warmup.start(warm_options, base_url=lambda: config.base_url)
     if _asked_in_this_cell(shell):

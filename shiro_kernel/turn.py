@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from . import stops
 from .approval import ALWAYS, APPROVE, ASK, DENY, HEADLESS_NOTICE, LATER, Approver, decide, headless_approver, refusal
 from .context import rules
 from .context.hold import LOW_WATER, Hold
@@ -77,9 +78,10 @@ class ModelFailed(ProviderError):
         self.shown = shown
 
 
-INTERRUPTED = "Error: interrupted after {seconds:.1f} s — the user stopped the turn while this call ran"
+#: ``by``: who stopped it (:func:`~shiro_kernel.stops.by`: the user, or the kernel restarting)
+INTERRUPTED = "Error: interrupted after {seconds:.1f} s — {by} while this call ran"
 TIMED_OUT = "Error: interrupted after {seconds:.1f} s — the turn reached its time limit while this call ran"
-ABORTED = "Error: not run — the user stopped the turn before this call ran."
+ABORTED = "Error: not run — {by} before this call ran."
 #: the seed's notice for the 404 repair (the docs show it with a lowercase "the")
 INLINE_RETRY_NOTICE = (
     "The provider no longer had part of this session stored. Re-sent the history inline and carried on."
@@ -166,14 +168,17 @@ class Turn:
             seconds = time.perf_counter() - started
             partial = getattr(exc, "partial", "") or ""
             why = TIMED_OUT if isinstance(exc, TurnTimeout) else INTERRUPTED
-            text = why.format(seconds=seconds) + (f"; its output so far:\n{partial}" if partial.strip() else "")
-            self._step_results.append(ToolResultPart(call.call_id, call.name, text, is_error=True))
+            text = why.format(seconds=seconds, by=stops.by()) + (
+                f"; its output so far:\n{partial}" if partial.strip() else ""
+            )
+            self._step_results.append(stops.stopped(ToolResultPart(call.call_id, call.name, text, is_error=True)))
             self.on_event(ToolEnd(call, self._step_results[-1], seconds))
         answered = {r.call_id for r in self._step_results}
         results = list(self._step_results)
         self._step_results = []
         missing = [c for c in rules.pending_calls(self.session.messages) if c.call_id not in answered]
-        results += [ToolResultPart(c.call_id, c.name, ABORTED, is_error=True) for c in missing]
+        aborted = ABORTED.format(by=stops.by())
+        results += [stops.stopped(ToolResultPart(c.call_id, c.name, aborted, is_error=True)) for c in missing]
         if results:
             self.session.append(Message("tool", list[Part](results)))
 
@@ -371,7 +376,9 @@ class Turn:
         self._stage_reviews(calls)
         for call in calls:
             if self.abort.is_set():
-                results.append(ToolResultPart(call.call_id, call.name, ABORTED, is_error=True))
+                results.append(
+                    stops.stopped(ToolResultPart(call.call_id, call.name, ABORTED.format(by=stops.by()), is_error=True))
+                )
                 continue
             tool = self.tools.get(call.name)
             verdict = self._approval(call, tool)

@@ -5,6 +5,7 @@ docs/reliability.md (``./scripts/reliability.sh``)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -88,3 +89,150 @@ def test_a_record_write_never_fails_on_a_lone_surrogate(tmp_path: Path) -> None:
     assert store.save(s, model="m")  # a model's "\udce9" escape arrives as a lone surrogate: kept, as its escape
     loaded = store.load(s.id)
     assert loaded is not None and loaded.messages[1].parts[0].text == f"read {SURROGATE_NAME}"  # lossless
+
+
+# -- 2. a kernel killed while, or right after, a state-changing call ran -----------------------------------
+def _kernel_env(fake: Any, notebook: Path) -> dict[str, str]:
+    return {
+        "OPENAI_API_KEY": "sk-test-first-contact",
+        "OPENAI_BASE_URL": fake.base_url,
+        "SHIRO_MODEL": "gpt-4o-mini",
+        "SHIRO_NO_WARMUP": "1",
+        "JPY_SESSION_NAME": str(notebook),  # the notebook the kernel serves: its newest session is continued
+    }
+
+
+def _sequence(request: Any, fake: Any) -> list[str]:
+    """What a request sent, in order: ``user``, ``assistant``, ``call:<id>``, ``result:<id>=<output>`` (an item
+    sent by reference is the item the server stored)."""
+    seen = []
+    for sent in request.body.get("input", []):
+        item = fake.stored_item(sent["id"]) if sent.get("type") == "item_reference" else sent
+        if item is None:
+            seen.append(f"unknown reference {sent['id']}")
+            continue
+        if item.get("type") == "function_call":
+            seen.append(f"call:{item['call_id']}")
+        elif item.get("type") == "function_call_output":
+            seen.append(f"result:{item['call_id']}={item['output']}")
+        elif item.get("role") in ("user", "assistant"):
+            seen.append(str(item["role"]))
+    return seen
+
+
+def _two_users_in_a_row(seen: list[str]) -> bool:
+    return any(a == b == "user" for a, b in itertools.pairwise(seen))
+
+
+def _wait(predicate: Any, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_kernel_killed_while_or_right_after_a_call_ran_resumes_with_the_call(fake_openai, tmp_path):
+    import signal
+
+    from kernelutil import Kernel
+
+    from shiro_kernel.store.writeahead import STOPPED_WHILE_RUNNING
+
+    mark = tmp_path / "ran.txt"
+    pid: dict[str, int] = {}
+    codes = {
+        # the code kills its own kernel: the call ran (its effect is on disk), its result never came back
+        "during": f"open({str(mark)!r}, 'a').write('during\\n'); import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+        # the result came back; the kernel is killed as the next model request goes out (within the 400 ms)
+        "after": f"open({str(mark)!r}, 'a').write('after\\n'); 6 * 7",
+    }
+
+    def model(request: Any) -> Any:
+        seen = _sequence(request, fake_openai)
+        last = request.body["input"][-1]
+        prompt = last.get("content") if last.get("role") == "user" else None
+        if prompt in codes:
+            return Reply(tool_calls=[Call("python", {"code": codes[prompt]}, call_id=f"call_{prompt}")])
+        if seen[-1].startswith("result:call_after") and "what happened?" not in seen:
+            os.kill(pid["kernel"], signal.SIGKILL)
+            from fakeopenai import Fault
+
+            return Fault.delay(1.0, Reply(text="never arrives"))
+        return Reply(text="noted")
+
+    fake_openai.default_reply = model
+    resumed, lost, sent = 0, 0, {}
+    for case in codes:
+        notebook = tmp_path / f"{case}.ipynb"
+        k = Kernel(_kernel_env(fake_openai, notebook), cwd=str(tmp_path))
+        try:
+            pid["kernel"] = int(k.run("import os; print(os.getpid())").strip())
+            k.run("%load_ext shiro_kernel\n%config Shiro.approval = 'auto'")
+            k.run("%shiro --wait hello")  # a first turn: the record exists before the fatal one
+            k.kc.execute(f"%shiro --wait {case}")
+            assert _wait(lambda k=k: not k.km.is_alive(), 60), f"{case}: the kernel did not die"
+        finally:
+            k.kill()
+        assert mark.read_text().splitlines()[-1] == case  # the call did run
+        k = Kernel(_kernel_env(fake_openai, notebook), cwd=str(tmp_path))
+        try:
+            k.run("%load_ext shiro_kernel\n%config Shiro.approval = 'auto'")
+            k.run("%shiro --wait what happened?")
+        finally:
+            k.close()
+        request = fake_openai.requests[-1]
+        seen = sent[case] = _sequence(request, fake_openai)
+        assert seen[-1] == "user" and request.body["input"][-1]["content"] == "what happened?"
+        result = "42" if case == "after" else STOPPED_WHILE_RUNNING
+        ok = f"call:call_{case}" in seen and f"result:call_{case}={result}" in seen and not _two_users_in_a_row(seen)
+        resumed += 1
+        lost += not ok
+    assert sent["after"][-4:] == ["user", "call:call_after", "result:call_after=42", "user"], sent
+    assert sent["during"][-4:] == ["user", "call:call_during", f"result:call_during={STOPPED_WHILE_RUNNING}", "user"]
+    assert lost == 0
+    record(
+        "a kernel SIGKILLed while a `python` call ran, and right after it returned (within the 400 ms autosave "
+        "delay), then resumed; real kernels",
+        resumed,
+        lost,
+        "write-ahead: the call is in the record (fsync'd) before it runs, its result right after; on resume the "
+        "model was sent the call with its result (`42`), or with the note that the kernel stopped while it ran; "
+        "never two user messages in a row",
+    )
+
+
+# -- 5. a kernel restarted during a turn -------------------------------------------------------------------
+def test_a_kernel_restart_during_a_call_is_recorded_as_the_restart(fake_openai, tmp_path):
+    from kernelutil import Kernel
+
+    mark = tmp_path / "running.txt"
+    code = f"open({str(mark)!r}, 'w').write('running'); import time; time.sleep(60)"
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": code}, call_id="call_long")]))
+    fake_openai.default_reply = Reply(text="noted")
+    notebook = tmp_path / "restart.ipynb"
+    k = Kernel(_kernel_env(fake_openai, notebook), cwd=str(tmp_path))
+    try:
+        k.run("%load_ext shiro_kernel\n%config Shiro.approval = 'auto'")
+        k.kc.execute("%shiro --wait run the long job")
+        assert _wait(mark.exists, 60)
+        k.km.restart_kernel(now=False)  # as JupyterLab's Restart does: an interrupt, then shutdown_request
+        k.kc.wait_for_ready(timeout=60)
+        k.run("%load_ext shiro_kernel\n%config Shiro.approval = 'auto'")
+        k.run("%shiro --wait what happened?")
+    finally:
+        k.close()
+    told = [s for s in _sequence(fake_openai.requests[-1], fake_openai) if s.startswith("result:call_long=")]
+    assert len(told) == 1 and told[0].startswith("result:call_long=Error: interrupted after ")
+    assert told[0].endswith(" s — the kernel restarted while this call ran"), told
+    record(
+        "a kernel restarted (interrupt, then shutdown_request with restart, as JupyterLab does) while a `python` "
+        "call ran; real kernel",
+        1,
+        0,
+        "the call's result says `the kernel restarted while this call ran`, not `the user stopped the turn`; the "
+        "restarted kernel's next turn sends it to the model",
+    )

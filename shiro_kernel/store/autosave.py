@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from ..errors import StoreError
 from ..session import Session
+from ..transcript import Message
 from .live import Lease
 from .sessions import SessionStore
 
@@ -110,6 +111,9 @@ class Autosaver:
         #: changed since the last write (a saver that has written and seen no change since writes nothing
         #: more on close: ``--new`` / ``/clear`` right after a turn cost no second write)
         self._dirty = False
+        #: what every write adds after the session's messages while they still end with the message given
+        #: (the results of a batch of calls still running: :mod:`~shiro_kernel.store.writeahead`)
+        self._tail: tuple[Message, list[Message]] | None = None
         session.listeners.append(self._on_change)
         self._at_exit = at_exit
         if at_exit:
@@ -179,8 +183,12 @@ class Autosaver:
             before = self.session.id
             count = len(self.session.messages)
             self._dirty = False  # a change from now on is after this write's snapshot
+            tail = self._tail
+            extra = (
+                tail[1] if tail is not None and self.session.messages and self.session.messages[-1] is tail[0] else []
+            )
             try:
-                written = self.store.save(self.session, model=self.model_getter())
+                written = self.store.save(self.session, model=self.model_getter(), tail=extra)
             except BaseException as exc:
                 self._dirty = True
                 if isinstance(exc, StoreError):
@@ -200,6 +208,14 @@ class Autosaver:
         :class:`~shiro_kernel.errors.StoreError` when the write failed."""
         self._cancel()
         return self._write()
+
+    def write_ahead(self, after: Message, tail: list[Message]) -> None:
+        """Write now, with ``tail`` after the session's messages, and keep adding it to every write while the
+        session still ends with ``after`` (a turn about to run, or having run, a call that changes something:
+        the record holds the call and what is known of its result before and after it runs). Raises
+        :class:`~shiro_kernel.errors.StoreError` when the write failed."""
+        self._tail = (after, tail)
+        self.flush()
 
     def take_notes(self) -> list[str]:
         """What to tell the user after a write, each said once: a session saved under a new id (why, and

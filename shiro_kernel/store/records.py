@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..events import Usage
@@ -45,9 +45,12 @@ def title_of(messages: Iterable[Message]) -> str:
     return "untitled"
 
 
-def session_to_record(session: Session, model: str | None = None, *, updated_at: str | None = None) -> dict[str, Any]:
-    """The record of ``session``; ``model`` defaults to the one its last turn used."""
-    messages = list(session.messages)  # a snapshot: the turn loop may append meanwhile
+def session_to_record(
+    session: Session, model: str | None = None, *, updated_at: str | None = None, tail: Sequence[Message] = ()
+) -> dict[str, Any]:
+    """The record of ``session``; ``model`` defaults to the one its last turn used. ``tail``: messages written
+    after the session's own (the write-ahead's results of a batch of calls still running)."""
+    messages = [*session.messages, *tail]  # a snapshot: the turn loop may append meanwhile
     record: dict[str, Any] = {
         "id": session.id,
         "createdAt": session.created_at,

@@ -28,13 +28,14 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import Ambiguous, CorruptFile, RequestError, StoreError
 from ..session import Session
+from ..transcript import Message
 from . import files
 from .ids import MIN_SHORT_ID, install_shortener, now_iso, short_id, shown_id, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
@@ -120,7 +121,7 @@ class SessionStore:
         return self.root / f"{session_id}.json"
 
     # -- writing -----------------------------------------------------------------------------------
-    def save(self, session: Session, *, model: str | None = None) -> bool:
+    def save(self, session: Session, *, model: str | None = None, tail: Sequence[Message] = ()) -> bool:
         """Write the session's record (fresh ``updatedAt``) and its index row; False for a session with no
         messages (nothing is written). Raises :class:`~shiro_kernel.errors.StoreError` when the disk
         refuses (full, read-only); a corrupt record in the way is set aside first.
@@ -129,7 +130,8 @@ class SessionStore:
         is never overwritten: the session gets a new id (``session.id`` changes, :attr:`moved` records
         old -> new, :attr:`moved_because` why) and is written under it, so both conversations are kept.
 
-        The index row is queued (:mod:`.indexqueue`): a locked index never holds the save up."""
+        ``tail``: messages recorded after the session's own (:mod:`.writeahead`). The index row is queued
+        (:mod:`.indexqueue`): a locked index never holds the save up."""
         if not session.messages:
             return False
         with files.locked(self.root / ".save"):
@@ -141,7 +143,7 @@ class SessionStore:
                 session.id = uuid7()
                 self.moved[old], self.moved_because[old] = session.id, why
                 path = self.path_for(session.id)
-            record = session_to_record(session, model)
+            record = session_to_record(session, model, tail=tail)
             text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
             since = self.index.folder_mtime()
             files.write_atomic(path, text)

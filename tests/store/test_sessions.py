@@ -12,6 +12,7 @@ import re
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -432,9 +433,9 @@ class _ThreadRecordingStore(SessionStore):
         super().__init__()
         self.threads: list[int] = []
 
-    def save(self, session: Session, *, model: str) -> bool:
+    def save(self, session: Session, *, model: str | None = None, tail: Sequence[Message] = ()) -> bool:
         self.threads.append(threading.get_ident())
-        return super().save(session, model=model)
+        return super().save(session, model=model, tail=tail)
 
 
 def test_autosave_burst_writes_a_handful_of_times_off_thread() -> None:
@@ -482,7 +483,7 @@ def test_autosave_flush_close_and_todo_changes() -> None:
 
 def test_autosave_errors_raise_on_flush_and_reach_on_error_from_the_timer() -> None:
     class Broken(SessionStore):
-        def save(self, session: Session, *, model: str | None = None) -> bool:
+        def save(self, session: Session, *, model: str | None = None, tail: Sequence[Message] = ()) -> bool:
             raise StoreError("could not write x (No space left on device)")
 
     s = make_session()
