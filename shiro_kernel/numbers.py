@@ -328,6 +328,7 @@ class OutputIndex:
         self._texts: list[tuple[str, str]] = []  # (call_id, text), in the order added
         self._tokens: list[dict[float, str]] = []  # per text: value -> how it is written there
         self._values: list[float] = []  # every text's values, sorted (a value held by two texts is twice)
+        self._first: dict[float, int] = {}  # value -> the first text holding it
         for result in results:
             self.add_result(result)
 
@@ -342,6 +343,7 @@ class OutputIndex:
             tokens = _numbers_in(text)
             self._texts.append((call_id, text))
             self._tokens.append(tokens)
+            self._first.update(dict.fromkeys([v for v in tokens if v not in self._first], len(self._tokens) - 1))
             self._values.extend(tokens)
         self._values.sort()  # a sorted run and a short new one: mostly a merge
 
@@ -359,7 +361,7 @@ class OutputIndex:
                     best, distance = value, off
         if best is None:
             return Anchor(claim, False)
-        at = next(i for i, tokens in enumerate(self._tokens) if best in tokens)  # the first text holding it
+        at = self._first[best]
         call_id, text = self._texts[at]
         return Anchor(claim, True, call_id, _line_of(text, self._tokens[at][best]))
 

@@ -557,6 +557,13 @@ NOT_TURNS = {
 }
 #: the numbers check's own tests, whose answers make numbers up on purpose
 OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py")
+#: answers of other tests that make a number up on purpose (to see it marked): (their calls, what is not found)
+ON_PURPOSE: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[str]]] = {
+    "The mean is **1,300**, up 16.4 % on last year.": (  # browser/test_cells.py: the labextension's live marks
+        [("python", {"code": "sales = [1200, 1400]\nsum(sales) / len(sales)"})],
+        ["16.4 %"],
+    ),
+}
 
 
 def _scripted_answers() -> dict[str, str]:
@@ -591,13 +598,23 @@ def _scripted_answers() -> dict[str, str]:
 def test_every_scripted_answer_with_a_number_to_check_is_a_scenario_above():
     answers = _scripted_answers()
     assert len(answers) > 100  # the scan reads the tests (some 200 scripted answers)
-    covered = {s[4] for s in SCENARIOS if isinstance(s[4], str)} | set(NOT_TURNS)
+    covered = {s[4] for s in SCENARIOS if isinstance(s[4], str)} | set(NOT_TURNS) | set(ON_PURPOSE)
     with_numbers = {where: text for where, text in answers.items() if find_numbers(text)}
     assert {where: text for where, text in with_numbers.items() if text not in covered} == {}
-    assert sorted(set(with_numbers.values())) == [
+    assert set(with_numbers.values()) == {
         "The mean is 2.0, computed from three rows.",
         "The mean of `df.x` is **2.0**.",
-    ]
+        *ON_PURPOSE,
+    }
+
+
+@pytest.mark.parametrize("answer", list(ON_PURPOSE))
+def test_the_answers_making_a_number_up_on_purpose_get_only_that_one_not_found(answer, call):
+    calls, missing = ON_PURPOSE[answer]
+    results = [call(f"call_{i}", name, args) for i, (name, args) in enumerate(calls)]
+    numbers = check_turn(answer, "what is the mean of the sales?", results, inputs=[json.dumps(a) for _, a in calls])
+    assert [n["text"] for n in numbers if not n["found"]] == missing
+    assert all(n["call_id"] == "call_0" for n in numbers if n["found"])
 
 
 def test_the_demo_notebooks_recorded_turns_get_no_false_not_found():
