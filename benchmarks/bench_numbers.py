@@ -11,6 +11,17 @@ all distinct, HTML table displays, log lines.
 3. The same split as a turn runs it: ``OutputIndex.add_result`` once per result as it arrives, then
    ``check_turn`` at the end of the turn with that index (what the answer waits for).
 Medians of repeats, in milliseconds.
+
+The wiring (``turn_numbers.LastAnswer.follow``, the agent's events going through a ``TurnNumbers``):
+
+4. Per event: a streamed answer of 500 and of 5,000 text deltas fed through the wrapper against the same
+   events passed on bare (the cost per delta must not grow with the answer: the text is joined once, at
+   the end), and a session of 10 or 5,000 messages behind it (the wrapper never reads the session).
+5. Whole turns through ``%shiro`` in an ``InteractiveShell`` against tests/fakeopenai.py (one python call
+   printing the issue's growth, then its answer), ``Shiro.check_numbers`` on and off interleaved, after
+   a session of 10 and of 1,000 messages: the median wall time per turn (noisy: a machine's load moves it
+   by more than the check costs), and the time spent in ``TurnNumbers.feed`` and ``.event`` within those
+   turns (the wiring's own cost, which must not grow with the session).
 """
 
 from __future__ import annotations
@@ -19,12 +30,19 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from shiro_kernel.events import TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
 from shiro_kernel.numbers import OutputIndex, check_turn, find_numbers
-from shiro_kernel.transcript import ToolResultPart
+from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
+from shiro_kernel.turn_numbers import LastAnswer
+
+ISSUE_OUTPUT = "cocoa -0.151335, coffee 0.131417, tea 0.050296"
+ISSUE_ANSWER = "**Coffee** grew the most … (+16.4 %). Tea was flat and cocoa fell 3 %."
 
 
 def median_ms(fn, repeat: int = 15) -> float:
@@ -146,6 +164,131 @@ def main() -> None:
         f"  OutputIndex.add_result, per call as it ends: {per_call:8.2f}   ({total:.1f} over the {len(results)} calls)"
     )
     print(f"  check_turn at the end of the turn (indexed): {end:8.2f}")
+    wiring_per_event(text)
+    wiring_per_turn()
+
+
+def streamed(text: str, deltas: int) -> list[object]:
+    """A turn's events: one python call with the issue's output, then ``text`` in ``deltas`` pieces."""
+    call = ToolCallPart("call_growth", "python", '{"code": "print(growth)"}')
+    size = max(len(text) // deltas, 1)
+    pieces = [text[i : i + size] for i in range(0, size * deltas, size)]
+    return [
+        ToolStart(call),
+        ToolEnd(call, ToolResultPart("call_growth", "python", ISSUE_OUTPUT), 0.01),
+        *(TextDelta(p or " ") for p in pieces),
+        TurnEnd("answered", Usage(0, 0, None)),
+    ]
+
+
+def wiring_per_event(text: str) -> None:
+    sink: list[object] = []
+    print("wiring: the events of one turn through LastAnswer.follow (medians, µs)")
+    for deltas, messages in ((500, 10), (5_000, 10), (5_000, 5_000)):
+        session = [Message.user(f"question {i}") for i in range(messages)]  # held, never read by the wrapper
+        events = streamed(text, deltas)
+
+        def bare() -> None:
+            sink.clear()
+            for event in events:
+                sink.append(event)
+
+        def wrapped() -> None:
+            sink.clear()
+            emit = LastAnswer().follow(sink.append, "which region grew the most?", session, True)
+            for event in events[:-1]:
+                emit(event)
+
+        def end() -> None:
+            sink.clear()
+            emit = LastAnswer().follow(sink.append, "which region grew the most?", session, True)
+            for event in events:
+                emit(event)
+
+        base, fed, whole = median_ms(bare, 31), median_ms(wrapped, 31), median_ms(end, 31)
+        per = (fed - base) * 1000 / deltas
+        print(
+            f"  {deltas:>5} deltas, a session of {messages:>5} messages: {per:6.3f} per delta over passing it on; "
+            f"the TurnEnd's check {(whole - fed) * 1000:7.1f}"
+        )
+
+
+def timed(spent: list[float], fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` adding the seconds each call takes to ``spent[0]``."""
+
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    return inner
+
+
+def wiring_per_turn(rounds: int = 20) -> None:
+    """Real turns, check on and off interleaved, in a short and a long session: the wall time of each turn,
+    and the time spent in the wiring itself (TurnNumbers.feed and .event, timed inside those turns)."""
+    import os
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from fakeopenai import Call, FakeOpenAI, Reply
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    from shiro_kernel.turn_numbers import TurnNumbers
+
+    spent = [0.0]
+    TurnNumbers.feed = timed(spent, TurnNumbers.feed)  # type: ignore[method-assign]
+    TurnNumbers.event = timed(spent, TurnNumbers.event)  # type: ignore[method-assign]
+    fake = FakeOpenAI().start()
+    fake.validate = False  # the spec validator is a test-time check; it would dominate the timing
+    tmp = tempfile.mkdtemp(prefix="bench-numbers-")
+    os.environ.update(
+        SHIRO_HOME=tmp, OPENAI_API_KEY="sk-bench", OPENAI_BASE_URL=fake.base_url, SHIRO_MODEL="gpt-4o-mini"
+    )
+    os.environ["SHIRO_NO_WARMUP"] = "1"
+    os.chdir(tmp)
+    shell = InteractiveShell.instance()
+    for line in ("%load_ext shiro_kernel", '%config Shiro.approval = "auto"'):
+        shell.run_cell(line)
+    agent = shell.magics_manager.registry["ShiroMagics"].agent
+    print("wiring: whole turns through %shiro (one python call, then the issue's answer; medians, ms)")
+    try:
+        for history in (10, 1_000):
+            fake.enqueue(Reply(text="ok"))
+            with capture_output():
+                shell.run_cell("%shiro --new hello")  # a new session, then filled
+            agent.session.messages.extend(
+                Message("user" if i % 2 == 0 else "assistant", [TextPart(f"message {i}")]) for i in range(history)
+            )
+            size = len(agent.session.messages)
+            times: dict[bool, list[float]] = {True: [], False: []}
+            wiring: list[float] = []
+            for r in range(rounds * 2):
+                on = r % 4 in (0, 3)  # on, off, off, on: neither always goes first
+                shell.run_cell(f"%config Shiro.check_numbers = {on}")
+                fake.enqueue(
+                    Reply(tool_calls=[Call("python", {"code": f"print({ISSUE_OUTPUT!r})"})]), Reply(text=ISSUE_ANSWER)
+                )
+                spent[0] = 0.0
+                with capture_output() as cap:
+                    t0 = time.perf_counter()
+                    shell.run_cell("%shiro which product grew the most?")
+                    times[on].append(time.perf_counter() - t0)
+                if on:
+                    wiring.append(spent[0])
+                marked = "+16.4 %⚠" in "".join(o.data.get("text/plain", "") for o in cap.outputs)
+                assert marked == on, cap.stdout
+            on_ms, off_ms = (statistics.median(times[k]) * 1000 for k in (True, False))
+            print(
+                f"  a session of {size:>5} messages (+{4 * rounds * 2} as it goes): turn with the check {on_ms:6.1f}, "
+                f"without {off_ms:6.1f}; in the wiring {statistics.median(wiring) * 1000:.3f} of the turn"
+            )
+    finally:
+        shell.run_cell("%unload_ext shiro_kernel")
+        fake.stop()
 
 
 if __name__ == "__main__":
