@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from .tools import Tool
     from .transcript import ToolCallPart
 
-#: what an approver answers, and what :func:`decide` says before anyone is asked
-APPROVE, DENY, ALWAYS, LATER = "approve", "deny", "always", "later"
+#: what an approver answers, and what :func:`decide` says before anyone is asked; UNANSWERED: nobody answered
+#: within ``Shiro.approval_timeout_s`` (a closed tab), a refusal the model is told about
+APPROVE, DENY, ALWAYS, LATER, UNANSWERED = "approve", "deny", "always", "later", "unanswered"
 ASK = "ask"
 POLICIES = ("ask", "auto", "read-only")
 
@@ -54,14 +55,26 @@ HEADLESS_NOTICE = (
     'headless run you trust, run %config Shiro.approval = "auto" and ask again'
 )
 USER_DENIAL = "Error: not approved — the user denied this {name} call. Ask before trying something else."
+UNANSWERED_DENIAL = (
+    "Error: not approved — nobody answered the approval question for this {name} call within {seconds:g} s "
+    "(Shiro.approval_timeout_s), so it was not run. The user may be away: do not retry it; finish what you can "
+    "without it and say what is left."
+)
+#: the one line the turn's cell shows when a question went unanswered
+UNANSWERED_NOTICE = (
+    "no answer within {seconds:g} s (Shiro.approval_timeout_s): {name} was not run, and the model was told"
+)
 READ_ONLY_DENIAL = (
     'Error: not approved — Shiro.approval is "read-only", so {name} is refused. Use the reading tools, '
     'or the user can run `%config Shiro.approval = "ask"`.'
 )
 
 
-def refusal(policy: str, headless: bool, name: str) -> str:
-    """The result text of a call that was not approved: why, and how the user can allow it."""
+def refusal(policy: str, headless: bool, name: str, unanswered_after: float | None = None) -> str:
+    """The result text of a call that was not approved: why, and how the user can allow it
+    (``unanswered_after``: the seconds a question waited before it counted as a refusal)."""
+    if unanswered_after is not None:
+        return UNANSWERED_DENIAL.format(name=name, seconds=unanswered_after)
     if policy == "read-only":
         return READ_ONLY_DENIAL.format(name=name)
     return (HEADLESS_DENIAL if headless else USER_DENIAL).format(name=name)
@@ -77,6 +90,9 @@ __all__ = [
     "LATER",
     "POLICIES",
     "READ_ONLY_DENIAL",
+    "UNANSWERED",
+    "UNANSWERED_DENIAL",
+    "UNANSWERED_NOTICE",
     "USER_DENIAL",
     "Approver",
     "decide",

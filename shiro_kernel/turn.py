@@ -19,7 +19,19 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from . import stops
-from .approval import ALWAYS, APPROVE, ASK, DENY, HEADLESS_NOTICE, LATER, Approver, decide, headless_approver, refusal
+from .approval import (
+    ALWAYS,
+    APPROVE,
+    ASK,
+    DENY,
+    HEADLESS_NOTICE,
+    LATER,
+    UNANSWERED,
+    Approver,
+    decide,
+    headless_approver,
+    refusal,
+)
 from .context import rules
 from .context.hold import LOW_WATER, Hold
 from .context.limits import held_image_cut, limit_images, limit_sizes
@@ -388,13 +400,14 @@ class Turn:
             self.on_event(ToolStart(call))
             started = time.perf_counter()
             self._running = (call, started)
-            if verdict == DENY:
-                text = refusal(self.options.approval, self.options.headless, call.name)
+            if verdict in (DENY, UNANSWERED):
+                waited = self.ctx.approval_timeout_s if verdict == UNANSWERED else None
+                text = refusal(self.options.approval, self.options.headless, call.name, waited)
                 result = ToolResultPart(call.call_id, call.name, text, is_error=True)
             else:
                 result = self._run_tool(call)
             self._running = None
-            self.on_event(ToolEnd(call, result, time.perf_counter() - started, refused=verdict == DENY))
+            self.on_event(ToolEnd(call, result, time.perf_counter() - started, refused=verdict in (DENY, UNANSWERED)))
             if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
                 self._told_headless = True  # once per turn: how to let such calls run here
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))

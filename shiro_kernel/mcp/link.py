@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from .client import McpManager
     from .server import McpKernelServer
 
-APPROVAL_WAIT_S = 300.0
+#: how long another agent's call waits for an answer when the settings do not say (``Shiro.approval_timeout_s``)
+APPROVAL_WAIT_S = 600.0
 #: how long ``/mcp allow`` waits for the servers it allowed to be ready before showing the list
 ALLOW_WAIT_S = 15.0
 #: the name the ``/mcp serve`` token is redacted under (``[redacted:SHIRO_MCP_TOKEN]``) and exported as
@@ -312,14 +313,17 @@ class McpLink:
             verdict_given.append(value)
             answered.set()
 
-        loop.call_soon_threadsafe(lambda: self._ask(client, call, answer))
-        if not answered.wait(APPROVAL_WAIT_S):
+        boxes: list[Any] = []
+        loop.call_soon_threadsafe(lambda: boxes.append(self._ask(client, call, answer)))
+        wait = float(getattr(self.seams.settings, "approval_timeout_s", APPROVAL_WAIT_S))
+        if not answered.wait(wait):  # nobody answered (the tab closed): refused, and the box says so
+            loop.call_soon_threadsafe(lambda: [box.resolve("unanswered") for box in boxes if box.asking])
             return False
         if verdict_given[0] == ALWAYS:
             self._always.add((client, call.name))
         return verdict_given[0] in (APPROVE, ALWAYS)
 
-    def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> None:
+    def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> Any:
         """On the kernel's thread: the approval box under the ``/mcp serve`` cell, one per request."""
         from ..ui.approval import preview
         from ..ui.widgets import ApprovalBox
@@ -328,6 +332,7 @@ class McpLink:
         box = ApprovalBox(keep_outcome=True)
         box.ask(call.name, title, body, answer, who=f"{client} (MCP)")
         self._panel.children = (*self._panel.children[-19:], box)  # the newest 20 requests stay
+        return box
 
     def _record(self, client: str, tool: str, args: dict[str, Any], result: str) -> None:
         """Keep what another agent did: in the session now, or when the running turn ends."""

@@ -20,6 +20,7 @@ keep the blocking path (:mod:`~shiro_kernel.ui.text_view`).
 from __future__ import annotations
 
 import collections
+import functools
 import queue
 import sys
 import threading
@@ -28,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..approval import LATER
+from ..approval import LATER, UNANSWERED, UNANSWERED_NOTICE
 from ..errors import ShiroError
-from ..events import Event, TurnEnd, Usage
+from ..events import Event, Notice, TurnEnd, Usage
 from ..line import Line
 from ..prepare import Frontend
 from . import kernel
@@ -116,6 +117,8 @@ class LiveTurn:
     display_id: str | None = None
     widget_data: dict[str, Any] = field(default_factory=dict)
     end: TurnEnd | None = None
+    #: an approval question of this turn went unanswered (``Shiro.approval_timeout_s``): none is asked again
+    unanswered: bool = False
     thread: threading.Thread | None = None
     state: str = "new"  # new | queued | running | done | dropped
 
@@ -294,7 +297,10 @@ class LiveController:
         self._main_job = running
 
     def _approve(self, item: LiveTurn, call: Any) -> str:
-        """``TurnOptions.approver``: show the buttons, wait for a click (or Stop → LATER)."""
+        """``TurnOptions.approver``: show the buttons, wait for a click (or Stop → LATER). Unanswered for
+        ``Shiro.approval_timeout_s`` (the tab closed, nobody there): UNANSWERED, a refusal the model is told
+        about, said in one line in the cell; later questions of the same turn are not asked (nobody is there
+        to answer them either), so the turn, and the queue after it, move on."""
         answered = threading.Event()
         verdict: list[str] = []
 
@@ -304,13 +310,23 @@ class LiveController:
 
         if item.view is None:
             return LATER
+        if item.unanswered:
+            return UNANSWERED
         title, body = preview(call, self.agent.root)
         self.inbox.post(lambda: item.view.ask(call.name, title, body, answer))
         abort = self.agent.abort
+        wait = float(self.agent.config.approval_timeout_s)
+        deadline = time.monotonic() + wait
         while not answered.wait(0.05):
             if abort.is_set():
                 self.inbox.post(item.view.clear_approval)
                 return LATER
+            if time.monotonic() >= deadline:
+                item.unanswered = True
+                note = Notice(UNANSWERED_NOTICE.format(seconds=wait, name=call.name), kind="warning")
+                self.inbox.post(item.view.clear_approval)
+                self.inbox.post(functools.partial(self._on_event, item, note))
+                return UNANSWERED
         return verdict[0]
 
     def _consent(self, item: LiveTurn, request: ConsentRequest) -> str | None:
@@ -343,8 +359,9 @@ class LiveController:
 
         self.inbox.post(show)
         abort = self.agent.abort
+        deadline = time.monotonic() + float(self.agent.config.approval_timeout_s)
         while not answered.wait(0.05):
-            if abort.is_set():
+            if abort.is_set() or time.monotonic() >= deadline:  # unanswered: not started, asked again next turn
                 self.inbox.post(withdraw)
                 return None
         return ALLOW if verdict[0] in ("approve", "always") else DENY

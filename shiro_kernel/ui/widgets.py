@@ -69,7 +69,12 @@ def meter_html(pct: int | None) -> str:
     return f'<span class="shiro-meter shiro-{level}" style="color:{_COLOURS[level]}">{html.escape(label)}</span>'
 
 
-VERDICTS = {"approve": "approved", "deny": "denied", "always": "approved for this session"}
+VERDICTS = {
+    "approve": "approved",
+    "deny": "denied",
+    "always": "approved for this session",
+    "unanswered": "not answered in time (Shiro.approval_timeout_s): refused",
+}
 
 
 class ApprovalBox(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations

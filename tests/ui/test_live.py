@@ -136,6 +136,35 @@ def test_stop_while_waiting_for_approval_leaves_the_call_pending(shell, fake_ope
     assert "y" not in shell.user_ns
 
 
+def test_an_unanswered_approval_is_a_refusal_and_the_queue_moves_on(shell, fake_openai):
+    from shiro_kernel.approval import UNANSWERED_DENIAL, UNANSWERED_NOTICE
+    from shiro_kernel.events import Notice
+
+    run(shell, "%config Shiro.approval_timeout_s = 0.3")
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "z = 1"})]),
+        Reply(tool_calls=[Call("python", {"code": "z = 2"})]),  # tries again: refused at once, not asked
+        Reply(text="could not set z"),
+        Reply(text="second done"),
+    )
+    run(shell, "%shiro set z")
+    controller = controller_of(shell)
+    view = controller.running.view
+    assert run(shell, "%shiro second").splitlines()[0] == "queued (position 1)"
+    pump_until(controller, lambda: view.asking)
+    assert controller.wait_idle(15)  # nobody clicks: the turn ends, and the queued one runs
+    assert "z" not in shell.user_ns and not view.asking and view.approval.layout.display == "none"
+    refused = UNANSWERED_DENIAL.format(name="python", seconds=0.3)
+    assert refused.startswith("Error: not approved — nobody answered the approval question for this python call")
+    assert tool_outputs(fake_openai.requests[1]) == [refused] and tool_outputs(fake_openai.requests[2]) == [refused] * 2
+    first, second = controller.finished[-2:]
+    said = [e.text for e in first.view.turn_log.entries if isinstance(e, Notice)]
+    assert said == [UNANSWERED_NOTICE.format(seconds=0.3, name="python")]  # one line in the cell
+    assert said[0] == "no answer within 0.3 s (Shiro.approval_timeout_s): python was not run, and the model was told"
+    assert [(r.status, r.refused) for r in first.view.tool_rows] == [("error", True)] * 2
+    assert first.end.reason == "answered" and second.view.turn_log.answer == "second done"
+
+
 def test_stop_aborts_a_streaming_turn_and_clears_the_queue(shell, fake_openai):
     fake_openai.enqueue(Fault.delay(1.0, Reply(text="slow answer")), Reply(text="never"))
     run(shell, "%shiro slow")
