@@ -139,6 +139,37 @@ def test_inspects_dataframe_and_a_displayed_table_are_sources(shell, fake_openai
     ]
 
 
+def test_the_agent_sends_numbers_checked_just_before_the_turn_end(shell, fake_openai):
+    from shiro_kernel.events import NumbersChecked, Recorded, TurnEnd
+    from shiro_kernel.prepare import Frontend
+
+    events: list[Any] = []
+    growth_turn(fake_openai)
+    agent = shell.magics_manager.registry["ShiroMagics"].agent
+    agent.start()
+    end = agent.ask(PROMPT, Frontend(on_event=events.append))
+    assert [type(e) for e in events[-3:]] == [Recorded, NumbersChecked, TurnEnd] and events[-1] is end
+    assert events[-2].numbers == MISSING_NUMBERS
+    assert sum(isinstance(e, NumbersChecked) for e in events) == 1
+
+
+def test_a_check_that_fails_costs_the_turn_nothing(shell, fake_openai, monkeypatch):
+    import shiro_kernel.turn_numbers
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug in the check")
+
+    monkeypatch.setattr(shiro_kernel.turn_numbers, "check_turn", broken)
+    growth_turn(fake_openai)
+    shown = turn(shell, f"%shiro {PROMPT}")
+    _row, answer, footer = shown["text/plain"].split("\n\n")
+    assert answer == ISSUE_ANSWER and not footer.startswith("⚠")  # answered, unchecked
+    assert shown[TURN_MIME]["end"]["reason"] == "answered" and "numbers" not in shown[TURN_MIME]
+    fake_openai.enqueue(Reply(text="Yes."))
+    turn(shell, "%shiro are you sure?")
+    assert state_message(fake_openai.requests[-1]) == ""
+
+
 # -- the model is told at the next turn --------------------------------------------------------------------------
 
 
