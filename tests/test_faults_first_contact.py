@@ -236,3 +236,165 @@ def test_a_kernel_restart_during_a_call_is_recorded_as_the_restart(fake_openai, 
         "the call's result says `the kernel restarted while this call ran`, not `the user stopped the turn`; the "
         "restarted kernel's next turn sends it to the model",
     )
+
+
+# -- 3. an approval nobody answers -------------------------------------------------------------------------
+def test_unanswered_approvals_never_hold_the_turn_or_the_queue(monkeypatch, fake_openai, tmp_path):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from shiro_kernel.approval import UNANSWERED_DENIAL
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-first-contact")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("SHIRO_MODEL", "gpt-4o-mini")
+    monkeypatch.chdir(tmp_path)
+
+    def model(request: Any) -> Reply:
+        last = request.body["input"][-1]
+        if last.get("type") == "function_call_output":
+            return Reply(text="not run: nobody answered")
+        return Reply(tool_calls=[Call("python", {"code": "touched = True"})])
+
+    fake_openai.default_reply = model
+    InteractiveShell.clear_instance()
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_cell("%load_ext shiro_kernel")
+        shell.run_cell('%config Shiro.frontend = "widgets"')
+        shell.run_cell("%config Shiro.approval_timeout_s = 0.2")
+        prompts = [f"turn {i}" for i in range(4)]
+        with capture_output():
+            for prompt in prompts:  # the first runs, the others queue behind it (a closed tab: nobody clicks)
+                shell.run_cell(f"%shiro {prompt}")
+        controller = shell.magics_manager.registry["ShiroMagics"].controller
+        ended = controller.wait_idle(30)
+        finished = [i for i in controller.finished if i.line.prompt in prompts]
+        refused = UNANSWERED_DENIAL.format(name="python", seconds=0.2)
+        told = sum(
+            1 for r in fake_openai.requests if r.body["input"][-1].get("output") == refused
+        )  # each turn's model was told
+    finally:
+        shell.run_cell("%unload_ext shiro_kernel")
+        InteractiveShell.clear_instance()
+    hung = len(prompts) - len([i for i in finished if i.end is not None and i.end.reason == "answered"])
+    assert ended and hung == 0 and told == len(prompts) and "touched" not in shell.user_ns
+    record(
+        "approvals nobody answers (a closed tab): 4 prompts, one running and 3 queued, Shiro.approval_timeout_s "
+        "= 0.2 s; live view, real SDK",
+        len(prompts),
+        hung,
+        f"every question became a refusal the model was told about ({told} of {len(prompts)}), said in one line in "
+        "its cell; each turn ended and the next queued one started; the call never ran (default 600 s)",
+    )
+
+
+# -- 4. a session index another process keeps locked --------------------------------------------------------
+HOLDER = """
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+db.execute("BEGIN IMMEDIATE")  # the write lock, held (a long transaction, a sqlite3 shell left in BEGIN)
+print("locked", flush=True)
+sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+def _python_then_done(request: Any) -> Reply:
+    last = request.body["input"][-1]
+    if last.get("type") == "function_call_output":
+        return Reply(text="done")
+    return Reply(tool_calls=[Call("python", {"code": "1 + 1"})])
+
+
+def test_a_locked_session_index_never_holds_up_a_turn_and_is_said_once(shiro_shell, fake_openai, capsys):
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    from shiro_kernel.store.indexqueue import NOTICE_AFTER, queue_for
+
+    home = Path(os.environ["SHIRO_HOME"])
+    fake_openai.default_reply = _python_then_done
+    shiro_shell.run_cell('%config Shiro.approval = "auto"')
+    shiro_shell.run_cell("%shiro --wait before the lock")
+    index = home / "sessions" / "index.sqlite"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(index)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        capsys.readouterr()
+        turns, seconds, outs = 4, [], []
+        for i in range(turns):
+            if i == 1:
+                time.sleep(NOTICE_AFTER + 0.2)  # the index has been unwritable for longer than the notice waits
+            started = time.perf_counter()
+            result = shiro_shell.run_cell(f"%shiro --wait turn {i}" if i % 2 == 0 else f"%shiro --wait --new turn {i}")
+            seconds.append(time.perf_counter() - started)
+            assert result.error_in_exec is None, result.error_in_exec
+            out = capsys.readouterr()
+            outs.append(out.out + out.err)
+        shiro_shell.run_cell("%shiro /sessions")
+        listed = capsys.readouterr().out
+        still_held = holder.poll() is None  # the turns never needed the lock: it is still held
+    finally:
+        if holder.stdin is not None:
+            holder.stdin.write("\n")
+            holder.stdin.flush()
+        holder.wait(30)
+    told = sum(o.count("has not been updated for") for o in outs)
+    answered = sum("done" in o for o in outs)
+    assert still_held and answered == turns and told == 1, outs
+    assert "(it is locked by another process); the session records are saved" in "".join(outs)
+    tails = [line.split("  ", 2)[2] for line in listed.splitlines()]
+    assert tails == ["4msg  turn 3", "8msg  turn 1", "8msg  before the lock"], listed  # rows still queued, seen
+    assert queue_for(index, index.parent).flush(10)  # the lock released: the rows catch up
+    db = sqlite3.connect(index)
+    rows = dict(db.execute("SELECT id, messages FROM sessions").fetchall())
+    on_disk = {p.stem: len(json.loads(p.read_text())["messages"]) for p in (home / "sessions").glob("*.json")}
+    db.close()
+    assert rows == on_disk
+    record(
+        "the session index locked by another process (`BEGIN IMMEDIATE` held) during 4 turns, 2 of them "
+        "starting a new session",
+        turns,
+        0,
+        f"every turn answered and saved while the lock was still held (longest turn {max(seconds):.2f} s; before, "
+        "a turn's end waited up to 30 s for the lock); the cell said so once, after 2 s of failing; `/sessions` "
+        "listed the queued rows; after the release the index caught up with every record",
+    )
+
+
+# -- 5. a record the user made read-only -------------------------------------------------------------------
+def test_a_read_only_record_is_left_as_it_is_and_the_session_saved_under_a_new_id(shiro_shell, fake_openai, capsys):
+    import re
+    import stat
+
+    home = Path(os.environ["SHIRO_HOME"])
+    footer = re.compile(r"Saved (\d+) messages?(?::[^\n·]*)? · resume: %shiro -c or %shiro -r ([0-9a-f-]+)")
+    fake_openai.default_reply = _python_then_done
+    shiro_shell.run_cell('%config Shiro.approval = "auto"')
+    shiro_shell.run_cell("%shiro --wait keep this one")
+    agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
+    original = agent.store.path_for(agent.session.id)
+    original.chmod(stat.S_IRUSR | stat.S_IRGRP)  # what `chmod a-w` leaves: 0440
+    kept = original.read_bytes()
+    old_shown = agent.store.short_id(agent.session.id)
+    capsys.readouterr()
+    outs = []
+    for prompt in ("and more", "and more again"):
+        shiro_shell.run_cell(f"%shiro --wait {prompt}")
+        out = capsys.readouterr()
+        outs.append(out.out + out.err)
+    new_id = agent.session.id
+    assert original.read_bytes() == kept and not original.stat().st_mode & stat.S_IWUSR  # left as it is
+    said = [o.count("is read-only") for o in outs]
+    assert said == [1, 0], outs
+    assert (
+        f"session {old_shown}'s record is read-only (its file's write permission is off), so it is left as it is; "
+        f"this kernel's conversation is saved as {agent.store.short_id(new_id)} instead"
+    ) in outs[0]
+    ((n, shown),) = footer.findall(outs[1])
+    assert agent.store.resolve(shown) == new_id and int(n) == 12
+    assert len(json.loads((home / "sessions" / f"{new_id}.json").read_text())["messages"]) == 12

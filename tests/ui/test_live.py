@@ -93,6 +93,24 @@ def test_tools_run_on_the_main_thread_after_approve(shell, fake_openai):
     assert controller.finished[-1].end.reason == "answered"
 
 
+def test_under_auto_the_running_call_is_drawn_while_it_runs_on_the_kernels_thread(shell, fake_openai):
+    # the call reads the view from the kernel's thread while it runs: what the user sees at that moment
+    code = "drawn = [w.value for w in the_view.entries.children]"
+    fake_openai.enqueue(
+        Fault.delay(0.2, Reply(text="Starting the count.", tool_calls=[Call("python", {"code": code})])),
+        Reply(text="counted"),
+    )
+    run(shell, '%config Shiro.approval = "auto"')
+    run(shell, "%shiro count them")
+    controller = controller_of(shell)
+    shell.user_ns["the_view"] = controller.running.view
+    assert controller.wait_idle(10)
+    drawn = shell.user_ns["drawn"]
+    assert len(drawn) == 2 and "Starting the count." in drawn[0]  # the text so far, whole
+    assert drawn[1].startswith("<") and "…" in drawn[1] and "python" in drawn[1]  # the row, still running
+    assert "drawn = [w.value" in drawn[1]
+
+
 def test_deny_sends_the_user_denial(shell, fake_openai):
     fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "x = 1"})]), Reply(text="ok, not running it"))
     run(shell, "%shiro set x")
