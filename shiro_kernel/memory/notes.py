@@ -279,14 +279,17 @@ class NoteStore:
 
 
 def source_line(source: Any) -> str:
-    """``  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d``: session (8), notebook file name and
-    cell (execution count), git commit (7); '' when nothing is known."""
+    """``  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d``: session (as ``%shiro -r`` takes it:
+    :func:`~shiro_kernel.store.ids.short_id`), notebook file name and cell (execution count), git commit (7);
+    '' when nothing is known."""
+    from ..store.ids import short_id
+
     if not isinstance(source, dict):
         return ""
     bits: list[str] = []
     sid = source.get("sessionId")
     if isinstance(sid, str) and sid:
-        bits.append(sid[:8])
+        bits.append(short_id(sid))
     notebook = source.get("notebook")
     cell = source.get("cell")
     where = Path(notebook).name if isinstance(notebook, str) and notebook else ""
