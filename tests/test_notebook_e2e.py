@@ -48,7 +48,13 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     assert fake_openai.validation_errors == []
     # the static rendering stays in the notebook: HTML with an expandable tool row, and the turn bundle
     final = [o for o in nb.cells[3].outputs if "data" in o][-1]["data"]
-    assert '<details class="shiro-tool">' in final["text/html"] and "<strong>2.0</strong>" in final["text/html"]
+    call_id = final["application/vnd.shiro.turn+json"]["entries"][1]["callId"]
+    mean = (  # the number read off the call's output links to its tool row (issue 28)
+        f'<strong><a class="shiro-number" href="#shiro-call-{call_id}" title="from call 1 (python): 2.0" '
+        'style="color:inherit;text-decoration:underline dotted">2.0</a></strong>'
+    )
+    assert '<details class="shiro-tool">' in final["text/html"]
+    assert f"<p>The mean of <code>df.x</code> is {mean}.</p>" in final["text/html"]
     turn = final["application/vnd.shiro.turn+json"]
     assert turn["version"] == 1 and turn["end"]["reason"] == "answered"
     tool = [e for e in turn["entries"] if e["type"] == "tool"][0]
@@ -62,7 +68,11 @@ def test_mean_of_df_x_runs_in_the_kernel(fake_openai, tmp_path, api):
     from nbconvert import HTMLExporter
 
     html, _ = HTMLExporter().from_notebook_node(nbformat.read(tmp_path / "analysis.ipynb", as_version=4))
-    assert "The mean of <code>df.x</code> is <strong>2.0</strong>." in html
+    mean = (  # nbconvert writes the link's attributes in alphabetical order
+        f'<strong><a class="shiro-number" href="#shiro-call-{call_id}" '
+        'style="color:inherit;text-decoration:underline dotted" title="from call 1 (python): 2.0">2.0</a></strong>'
+    )
+    assert f"<p>The mean of <code>df.x</code> is {mean}.</p>" in html
     assert '<details class="shiro-tool">' in html and "python(df.x.mean())" in html
 
 
