@@ -21,6 +21,27 @@ import {
   parseMessage
 } from './protocol';
 
+/**
+ * A comm message on the kernel's main shell, never a subshell. JupyterLab 4.4+ sends a comm's messages on a
+ * kernel subshell (JEP 91) that the comms of one target share, created and deleted as they come and go; the
+ * protocol wants none (docs/notebook-protocol.md: the kernel reads replies between cells), and a reply must not
+ * depend on a subshell's lifetime. So the channel builds its `comm_msg` itself, as `CommHandler.send` does but
+ * without a subshell id. (The kernel side routes what arrives as it was sent: shiro_kernel/notebook/channel.py.)
+ */
+export function sendOnMainShell(kernel: Kernel.IKernelConnection, comm: Kernel.IComm, data: Record<string, unknown>): void {
+  if (comm.isDisposed || kernel.isDisposed) {
+    throw new Error('the comm is closed');
+  }
+  const msg = KernelMessage.createMessage({
+    msgType: 'comm_msg',
+    channel: 'shell',
+    username: kernel.username,
+    session: kernel.clientId,
+    content: { comm_id: comm.commId, data: data as any }
+  });
+  kernel.sendShellMessage(msg, false, true);
+}
+
 /** One open comm, answered by one panel. */
 export class Channel {
   private reviews = new Map<number, Review>();
@@ -28,7 +49,8 @@ export class Channel {
 
   constructor(
     readonly panel: NotebookPanel,
-    readonly comm: Kernel.IComm
+    readonly comm: Kernel.IComm,
+    private kernel: Kernel.IKernelConnection
   ) {
     // never return a promise here: the kernel connection would hold every later message until it settles
     comm.onMsg = (msg: KernelMessage.ICommMsgMsg) => {
@@ -105,7 +127,7 @@ export class Channel {
       return;
     }
     try {
-      this.comm.send(data as any);
+      sendOnMainShell(this.kernel, this.comm, data);
     } catch {
       // the kernel went away between the decision and the reply: nobody waits for it
     }
@@ -172,11 +194,14 @@ class PanelLink {
   attach(comm: Kernel.IComm): void {
     // an older comm of this panel: its reviews are withdrawn and it is closed (one comm per panel)
     this.closeChannel(null, true);
-    this.channel = new Channel(this.panel, comm);
+    if (!this.kernel) {
+      return;
+    }
+    this.channel = new Channel(this.panel, comm, this.kernel);
     const panel = this.panel;
     const answer = hello(panel.context.path, panel.id);
     try {
-      comm.send(answer as any);
+      sendOnMainShell(this.kernel, comm, answer);
     } catch {
       this.channel = null;
     }

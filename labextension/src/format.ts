@@ -4,6 +4,9 @@
  * test runner checks them directly.
  */
 
+// with its extension: node's test runner loads lib/ as ES modules, which name files whole
+import { INumber, numbersLine, numbersOf } from './marks.js';
+
 export const TURN_MIME = 'application/vnd.shiro.turn+json';
 export const BAR_WIDTH = 40;
 
@@ -66,7 +69,9 @@ export interface ITurn {
   sessionId?: string;
   entries: Entry[];
   tasks?: ITask[];
-  usage?: { inputTokens: number; outputTokens: number; costUsd?: number | null };
+  usage?: { inputTokens: number; outputTokens: number; cachedInputTokens?: number; costUsd?: number | null };
+  /** the answer's numbers, looked up in the turn's outputs (./marks.ts) */
+  numbers?: INumber[];
   end?: { reason: string; error?: string | null };
   contextPercent?: number;
   resume?: string;
@@ -143,11 +148,20 @@ function thousands(n: number): string {
   return String(Math.trunc(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 }
 
-/** `1,234 in · 56 out tokens · $0.0002 · context 12% · resume: %shiro -r 0193ab2c`. */
+/**
+ * `⚠ 2 numbers not found in this turn's outputs · 3,856 in (3,712 cached) · 1 out tokens · $0.0003 ·
+ * context 12% · resume: %shiro -r 0193ab2c`, as the kernel's footer (shiro_kernel/ui/render.py).
+ */
 export function footer(turn: ITurn): string {
   const parts: string[] = [];
+  const missing = numbersLine(numbersOf(turn.numbers));
+  if (missing) {
+    parts.push(missing);
+  }
   if (turn.usage) {
-    parts.push(`${thousands(turn.usage.inputTokens)} in · ${thousands(turn.usage.outputTokens)} out tokens`);
+    const cached = turn.usage.cachedInputTokens;
+    const ofIt = typeof cached === 'number' && cached > 0 ? ` (${thousands(cached)} cached)` : '';
+    parts.push(`${thousands(turn.usage.inputTokens)} in${ofIt} · ${thousands(turn.usage.outputTokens)} out tokens`);
     if (turn.usage.costUsd !== null && turn.usage.costUsd !== undefined) {
       parts.push(`$${turn.usage.costUsd.toFixed(4)}`);
     }
@@ -243,7 +257,15 @@ export function isCellChange(value: unknown): value is ICellChange {
 }
 
 const DONE_VERB: Record<string, string> = { edit: 'edited', insert: 'inserted', delete: 'deleted' };
-const NOT_DONE: Record<string, string> = { edit: 'edit of', insert: 'insert at', delete: 'delete of' };
+const NOT_DONE: Record<string, string> = { edit: 'edit of', delete: 'delete of' };
+
+/**
+ * Where an insert that did not happen would have gone: the kernel keeps the cell it was to follow
+ * (`after`), -1 for the top, -2 for below the asking cell (propose_cell).
+ */
+function notInserted(cell: number): string {
+  return cell === -1 ? 'insert at the top' : cell < -1 ? 'insert below this cell' : `insert after cell ${cell}`;
+}
 const CHANGE_MARKS: Record<string, string> = { accepted: '✓', applied: '✓', pending: '…', running: '…' };
 
 function count(n: unknown): number {
@@ -252,7 +274,8 @@ function count(n: unknown): number {
 
 /**
  * A change's compact row: `✓ edited cell 3: +2 −1` when it is in the document (accepted, or applied
- * under approval = "auto"), else `✗ edit of cell 3: +2 −1 · rejected` (conflict, missing, editing...).
+ * under approval = "auto"), else `✗ edit of cell 3: +2 −1 · rejected` (conflict, missing, editing...);
+ * an insert not made says where it was to go: `✗ insert after cell 1: +1 −0 · rejected`.
  */
 export function changeLine(change: ICellChange): string {
   const counts = `+${count(change.added)} −${count(change.removed)}`;
@@ -261,5 +284,6 @@ export function changeLine(change: ICellChange): string {
   if (done) {
     return `${mark} ${DONE_VERB[change.kind]} cell ${change.cell}: ${counts}`;
   }
-  return `${mark} ${NOT_DONE[change.kind]} cell ${change.cell}: ${counts} · ${change.status}`;
+  const what = change.kind === 'insert' ? notInserted(change.cell) : `${NOT_DONE[change.kind]} cell ${change.cell}`;
+  return `${mark} ${what}: ${counts} · ${change.status}`;
 }

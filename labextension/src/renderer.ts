@@ -31,6 +31,7 @@ import {
   taskBar,
   toolLine
 } from './format';
+import { IPlaced, applyMarks, callNames, numbersOf, placeNumbers, withSentinels } from './marks';
 import { neutralise } from './sanitize';
 
 /**
@@ -73,13 +74,21 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     }
     const turn = data as ITurn;
     const pending: Promise<void>[] = [];
-    for (const entry of turn.entries) {
+    const numbers = numbersOf(turn.numbers);
+    const answer = lastTextIndex(turn);
+    const calls = callNames(turn.entries);
+    turn.entries.forEach((entry, index) => {
       if (entry.type === 'text') {
         const host = el('div', 'shiro-text');
         this.node.appendChild(host);
-        pending.push(this.markdown(host, entry.text));
+        const placed = index === answer && numbers.length ? placeNumbers(entry.text, numbers) : [];
+        pending.push(this.markdown(host, entry.text, placed, calls));
       } else if (entry.type === 'tool') {
-        this.node.appendChild(isCellChange(entry.change) ? changeRow(entry, entry.change) : toolRow(entry));
+        const row = isCellChange(entry.change) ? changeRow(entry, entry.change) : toolRow(entry);
+        if (typeof entry.callId === 'string') {
+          row.dataset.shiroCall = entry.callId;
+        }
+        this.node.appendChild(row);
         for (const output of drawableOutputs(entry)) {
           const host = el('div', 'shiro-output');
           this.node.appendChild(host);
@@ -90,7 +99,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         quote.appendChild(el('em', '', entry.text));
         this.node.appendChild(quote);
       }
-    }
+    });
     if (turn.end?.error) {
       const p = el('p', 'shiro-end-error');
       p.appendChild(el('strong', '', 'shiro: '));
@@ -130,13 +139,28 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     }
   }
 
-  /** The model's Markdown: untrusted, whatever the notebook's trust, then made inert. */
-  private async markdown(host: HTMLElement, source: string): Promise<void> {
+  /** A tool row of this turn opened and shown (a found number's link leads there). */
+  private openCall(callId: string): void {
+    const row = Array.from(this.node.querySelectorAll<HTMLElement>('.shiro-tool-row')).find(
+      r => r.dataset.shiroCall === callId
+    );
+    const details = row?.querySelector('details');
+    if (details) {
+      details.open = true;
+      details.scrollIntoView({ block: 'nearest' });
+    }
+  }
+
+  /**
+   * The model's Markdown: untrusted, whatever the notebook's trust, then made inert; only then are the
+   * answer's numbers marked (./marks.ts), from their places kept through the rendering.
+   */
+  private async markdown(host: HTMLElement, source: string, placed: IPlaced[], calls: Map<string, string>): Promise<void> {
     const o = this.options;
     try {
       await renderMarkdown({
         host,
-        source: source.trim(),
+        source: withSentinels(source, placed).trim(),
         trusted: false,
         sanitizer: o.sanitizer,
         resolver: o.resolver,
@@ -147,10 +171,21 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         translator: o.translator
       });
       neutralise(host);
+      applyMarks(host, placed, calls, callId => this.openCall(callId));
     } catch {
       host.textContent = source; // never lose the answer to a renderer problem
     }
   }
+}
+
+/** The answer is the last text entry; -1 when there is none. */
+function lastTextIndex(turn: ITurn): number {
+  for (let i = turn.entries.length - 1; i >= 0; i--) {
+    if (turn.entries[i].type === 'text') {
+      return i;
+    }
+  }
+  return -1;
 }
 
 function toolRow(entry: IToolEntry): HTMLElement {

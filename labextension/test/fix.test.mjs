@@ -52,6 +52,11 @@ test('cell changes as compact rows', () => {
     '✓ inserted cell 4: +5 −0');
   assert.equal(changeLine({ kind: 'delete', cell: 1, added: 0, removed: 3, diff: '', status: 'conflict' }),
     '✗ delete of cell 1: +0 −3 · conflict');
+  // an insert not made: the kernel keeps the cell it was to follow (-1: the top, -2: below the asking cell)
+  const rejected = { kind: 'insert', added: 1, removed: 0, diff: '', status: 'rejected' };
+  assert.equal(changeLine({ ...rejected, cell: 1 }), '✗ insert after cell 1: +1 −0 · rejected');
+  assert.equal(changeLine({ ...rejected, cell: -1 }), '✗ insert at the top: +1 −0 · rejected');
+  assert.equal(changeLine({ ...rejected, cell: -2 }), '✗ insert below this cell: +1 −0 · rejected');
   assert.equal(changeLine({ kind: 'edit', cell: 0, status: 'pending' }), '… edit of cell 0: +0 −0 · pending');
   assert.ok(isCellChange(edit));
   assert.ok(!isCellChange({ kind: 'move', cell: 1, status: 'accepted' }));

@@ -4,7 +4,8 @@ The kernel opens the comm (target ``shiro.notebook``); the panel showing this no
 From then on :meth:`Channel.request` sends a request and waits for its reply. Replies arrive through the
 comm's handler, which ipykernel runs on the kernel's main thread between cells — so a request made *on* that
 thread (a blocking ``--wait`` turn) could never be answered: :meth:`Channel.request` refuses it in one
-sentence instead of waiting.
+sentence instead of waiting (and a hello queued behind that cell cannot have arrived either, so before any
+hello a blocked request says that no front end has answered and none can, not that there is none).
 
 The transport is a seam: :class:`IpykernelTransport` in a kernel, anything with the same two methods in
 tests (a Python stand-in for the front end).
@@ -33,6 +34,13 @@ BLOCKED = (
     "the user can ask again without --wait"
 )
 
+#: blocked before any front end answered: a front end's hello, queued behind this cell, cannot be told from none
+UNANSWERED_BLOCKED = (
+    "no front end that can edit the notebook has answered, and none can while this %shiro cell blocks the "
+    "kernel (a --wait turn, nbclient, papermill); show the code in your answer instead (in JupyterLab, a turn "
+    "without --wait can edit cells)"
+)
+
 
 class Handle(Protocol):
     def send(self, data: dict[str, Any]) -> None: ...
@@ -56,6 +64,15 @@ class IpykernelTransport:
         from ipykernel.comm import Comm
 
         comm = Comm(target_name=TARGET, data=data)
+
+        def as_sent(_data: Any, subshell_id: Any) -> Any:
+            return subshell_id
+
+        # ipykernel 7.4 routes a front end's comm_msg to the subshell of the message the kernel was handling
+        # when it last sent on the comm; a request sent from a turn's thread has an arbitrary parent (often a
+        # widget's comm_msg, on a subshell since closed: "Unknown subshell_id", the reply dropped). The front
+        # end sends on the main shell (docs/notebook-protocol.md): route its messages as they were sent.
+        comm._reply_subshell_for = as_sent  # type: ignore[method-assign]  # an instance attribute, over the method
 
         def received(msg: dict[str, Any]) -> None:
             content = msg.get("content") if isinstance(msg, dict) else None
@@ -118,9 +135,10 @@ class Channel:
         """Send one request and wait for its reply (``ok: true``); :class:`ToolError` with one sentence for no
         front end, a blocked kernel, a timeout, a Stop, or the front end's own error."""
         handle = self._handle
+        blocked = self.transport.replies_on_main_thread and threading.current_thread() is threading.main_thread()
         if handle is None or not self.attached:
-            raise ToolError(NO_FRONT_END)
-        if self.transport.replies_on_main_thread and threading.current_thread() is threading.main_thread():
+            raise ToolError(UNANSWERED_BLOCKED if blocked and handle is not None else NO_FRONT_END)
+        if blocked:
             raise ToolError(BLOCKED)
         number = next(self._ids)
         pending = _Pending()
@@ -159,4 +177,13 @@ class Channel:
                 pass
 
 
-__all__ = ["BLOCKED", "NO_FRONT_END", "PROTOCOL", "TARGET", "Channel", "IpykernelTransport", "Transport"]
+__all__ = [
+    "BLOCKED",
+    "NO_FRONT_END",
+    "PROTOCOL",
+    "TARGET",
+    "UNANSWERED_BLOCKED",
+    "Channel",
+    "IpykernelTransport",
+    "Transport",
+]

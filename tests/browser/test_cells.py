@@ -13,19 +13,25 @@ One page and one notebook serve the module (each test resets the cells), so the 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import nbformat
 import pytest
 from conftest import ARTIFACTS, ROOT, Lab  # tests/browser/conftest.py (its folder is on sys.path)
 from fakeopenai import Call, Reply
 from labutil import kernel_print, open_notebook, shot, write_notebook
+from nbformat.v4 import new_code_cell, new_notebook, new_output
+
+from shiro_kernel.notebook.channel import BLOCKED, UNANSWERED_BLOCKED
 
 pytestmark = pytest.mark.timeout(120)
 
 NAME = "cells.ipynb"
+TURN_MIME = "application/vnd.shiro.turn+json"
 
 # The kernel side of the channel, as a test plays it: open the comm, keep every message the front end sends.
 HARNESS = """
@@ -535,6 +541,17 @@ def final_turn(page: Any, index: int, text: str) -> Any:
     return turn
 
 
+def last_results(lab: Lab) -> list[str]:
+    """The results of the newest step's calls, as the model read them (the last run of tool outputs)."""
+    out: list[str] = []
+    for item in lab.fake.requests[-1].body["input"]:
+        if item.get("type") == "function_call_output":
+            out.append(item["output"])
+        elif out:  # a call, or a reference to one: the outputs before it were an earlier step's
+            out = []
+    return out
+
+
 def model_saw(lab: Lab) -> str:
     """What the model was sent last (the tool results of the step before), as JSON text."""
     return json.dumps(lab.fake.requests[-1].body, ensure_ascii=False)
@@ -678,3 +695,250 @@ def test_a_kernel_restart_withdraws_what_waits_for_review(agent: Any, lab: Lab) 
     page.evaluate("() => { void window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart(); }")
     cell(page, 0).locator(".shiro-review").wait_for(state="detached", timeout=30_000)
     assert sources(page)[0] == "a = 1"
+
+
+def test_the_agent_inserts_and_deletes_and_accept_all_applies_both(agent: Any, lab: Lab) -> None:
+    page = agent
+    lab.fake.enqueue(
+        Reply(text="Reading.", tool_calls=[READ]),
+        Reply(
+            text="One new cell, one stale cell gone.",
+            tool_calls=[
+                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
+                Call("notebook_delete", {"cell": 2}),
+            ],
+        ),
+        Reply(text="Added `b`, removed the stale cell."),
+    )
+    reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "a = 1", "stale = 0", "%shiro tidy up"])
+    run_all(page)
+    ghost = cell(page, 1).locator(".shiro-proposed-cell")
+    ghost.wait_for(timeout=30_000)
+    assert ghost.locator(".shiro-proposed-source").inner_text() == "b = a + 1"
+    assert "shiro-marked-for-removal" in (cell(page, 2).get_attribute("class") or "")
+    assert page.locator(".shiro-review-accept-all:visible").count() == 1  # the step proposed two: Accept all, once
+    shot(page, "cells-agent-insert-delete")
+    assert sources(page)[1:3] == ["a = 1", "stale = 0"]  # nothing changed before Accept
+    page.locator(".shiro-review-accept-all:visible").click()
+    turn = final_turn(page, 3, "Added b, removed the stale cell.")
+    assert sources(page) == [
+        '%load_ext shiro_kernel\n%config Shiro.approval = "ask"',
+        "a = 1",
+        "b = a + 1",
+        "%shiro tidy up",
+    ]
+    assert last_results(lab) == ["Inserted cell 2 (the user accepted it).", "Deleted cell 3 (the user accepted it)."]
+    rows = turn.locator("details.shiro-change summary").all_inner_texts()
+    # results say the indices after the change: the stale cell was cell 3 once the insert above it was in
+    assert rows == ["✓ inserted cell 2: +1 −0", "✓ deleted cell 3: +0 −1"], rows
+    # each accepted change is one undo step of the notebook: `z` in command mode brings the deleted cell back
+    cell(page, 1).locator(".jp-InputPrompt").click()  # the notebook has the focus, in command mode
+    page.keyboard.press("Escape")
+    page.keyboard.press("z")
+    assert sources(page)[1:4] == ["a = 1", "b = a + 1", "stale = 0"]
+
+
+def test_the_agent_is_told_when_the_user_rejects_an_insert_and_a_delete(agent: Any, lab: Lab) -> None:
+    page = agent
+    lab.fake.enqueue(
+        Reply(tool_calls=[READ]),
+        Reply(
+            tool_calls=[
+                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
+                Call("notebook_delete", {"cell": 2}),
+            ]
+        ),
+        Reply(text="Leaving the notebook as it is."),
+    )
+    reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "a = 1", "keep = 0", "%shiro tidy up"])
+    run_all(page)
+    cell(page, 1).locator(".shiro-proposed-cell").wait_for(timeout=30_000)
+    ghost = cell(page, 1).locator(".shiro-proposed-cell")
+    ghost.locator(".shiro-review-note").fill("no new cells")
+    ghost.locator(".shiro-review-reject").click()
+    cell(page, 2).locator(".shiro-review-delete .shiro-review-reject").click()
+    turn = final_turn(page, 3, "Leaving the notebook as it is.")
+    assert sources(page)[1:3] == ["a = 1", "keep = 0"]
+    assert last_results(lab) == [
+        'Error: not applied — the user rejected this new cell (the user said: "no new cells"); the notebook is '
+        "unchanged. Ask before trying something else.",
+        "Error: not applied — the user rejected this deletion of cell 2; the notebook is unchanged. Ask before "
+        "trying something else.",
+    ]
+    rows = turn.locator("details.shiro-change summary").all_inner_texts()
+    assert rows == ["✗ insert after cell 1: +1 −0 · rejected", "✗ delete of cell 2: +0 −1 · rejected"], rows
+
+
+def test_an_accepted_edit_is_one_undo_step_in_the_cells_editor(agent: Any, lab: Lab) -> None:
+    page = agent
+    lab.fake.enqueue(
+        Reply(tool_calls=[READ]),
+        Reply(tool_calls=[Call("notebook_edit", {"cell": 1, "source": "rate = 0.2\ntotal = 100 * (1 + rate)"})]),
+        Reply(text="Done."),
+    )
+    reset(
+        page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "rate = 0.1\ntotal = 100 * rate", "%shiro fix"]
+    )
+    run_all(page)
+    box = cell(page, 1).locator(".shiro-review-edit")
+    box.wait_for(timeout=30_000)
+    box.locator(".shiro-review-accept").click()
+    final_turn(page, 2, "Done.")
+    assert sources(page)[1] == "rate = 0.2\ntotal = 100 * (1 + rate)"
+    # the user's Ctrl+Z in the cell takes the agent's whole edit back, in one step
+    cell(page, 1).locator(".cm-content").click()
+    page.keyboard.press("Control+z")
+    assert sources(page)[1] == "rate = 0.1\ntotal = 100 * rate"
+    page.keyboard.press("Control+Shift+z")
+    assert sources(page)[1] == "rate = 0.2\ntotal = 100 * (1 + rate)"
+    blur(page)
+
+
+def test_a_blocking_wait_turn_is_refused_in_one_sentence_and_finishes(lab: Lab, page: Any) -> None:
+    """--wait holds the kernel's thread, and JupyterLab hands comm messages to the kernel only between cells:
+    the cell tools refuse at once (before the front end's hello arrived, and after), never wait."""
+    answer = "Set `x = 2` in cell 1 yourself; I cannot edit while --wait blocks the kernel."
+    steps = [Reply(tool_calls=[READ]), Reply(tool_calls=[Call("notebook_edit", {"cell": 1, "source": "x = 2"})])]
+    lab.fake.enqueue(*steps, Reply(text=answer))
+    write_notebook(
+        lab.root / "wait.ipynb",
+        ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "x = 1", "%shiro --wait set x to 2"],
+    )
+    open_notebook(page, lab, "wait.ipynb")
+
+    def turn_told() -> list[str]:
+        started = time.monotonic()
+        turn = final_turn(page, 2, "Set x = 2 in cell 1 yourself")
+        took = time.monotonic() - started
+        assert took < 20, took  # no wait for a reply that cannot arrive (a read would wait 10 s, a review far longer)
+        assert page.locator(".shiro-review").count() == 0 and sources(page)[1] == "x = 1"
+        body = lab.fake.requests[-1].body["input"]
+        read, edit = [i["output"] for i in body if i.get("type") == "function_call_output"][-2:]
+        # the read fell back to the file, saying so
+        assert read.startswith("wait.ipynb as saved on disk (3 cells; unsaved edits are not included)"), read
+        assert turn.locator("div.shiro-tool-error").inner_text().startswith(f"↳ {edit[:100]}")
+        return [edit]
+
+    # Run All: the front end's hello to %load_ext's comm is queued behind the --wait cell
+    run_all(page)
+    assert turn_told() == [f"Error: {UNANSWERED_BLOCKED}"]
+    shot(page, "cells-wait-refused")
+    # the kernel is free at once, and has the hello now; run again, the turn is refused as blocked
+    assert kernel_print(page, "x").strip() == "1"
+    lab.fake.enqueue(*steps, Reply(text=answer + " Again."))
+    page.evaluate("window.jupyterapp.shell.currentWidget.content.activeCellIndex = 2")
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-cell')")
+    cell(page, 2).locator(".jp-RenderedShiroTurn", has_text="Again.").wait_for(timeout=30_000)
+    assert turn_told() == [f"Error: {BLOCKED}"]
+
+
+NUMBERS_ANSWER = (
+    "📈 The mean is **2.0**, up 16.4 % on [last year 1,234](https://example.com/y 'about 5,555'); "
+    'the ratio `0.1314` <b onclick="alert(1)">bold?</b>'
+)
+
+
+def _numbers() -> list[dict[str, Any]]:
+    def at(text: str, found: bool, call_id: str | None, line: str | None) -> dict[str, Any]:
+        start = NUMBERS_ANSWER.index(text)  # Python offsets: code points, as the kernel writes them
+        return {
+            "text": text,
+            "found": found,
+            "call_id": call_id,
+            "start": start,
+            "end": start + len(text),
+            "line": line,
+        }
+
+    return [
+        at("2.0", True, "call_a", "mean <b>2.0</b>"),
+        at("16.4 %", False, None, None),
+        at("1,234", True, "call_a", "count 1,234"),
+        at("5,555", False, None, None),
+        at("0.1314", False, None, None),
+    ]
+
+
+def test_saved_numbers_are_marked_after_sanitizing_and_the_footer_counts_them(lab: Lab, page: Any) -> None:
+    bundle = {
+        "version": 1,
+        "entries": [
+            {"type": "text", "text": "Computing 9.99 first."},
+            {
+                "type": "tool",
+                "callId": "call_a",
+                "name": "python",
+                "args": "df.x.mean()",
+                "status": "ok",
+                "output": "mean 2.0\ncount 1,234",
+                "code": "df.x.mean()",
+                "outputs": [],
+            },
+            {"type": "text", "text": NUMBERS_ANSWER},
+        ],
+        "numbers": _numbers(),
+        "usage": {"inputTokens": 3856, "cachedInputTokens": 3712, "outputTokens": 1, "costUsd": 0.0003},
+        "end": {"reason": "answered", "error": None},
+    }
+    nb = new_notebook(
+        cells=[
+            new_code_cell(
+                "%shiro what is the mean?",
+                outputs=[new_output("display_data", data={TURN_MIME: bundle, "text/plain": "the turn"})],
+            )
+        ]
+    )
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab.root / "numbers.ipynb")
+    open_notebook(page, lab, "numbers.ipynb")
+    turn = cell(page, 0).locator(".jp-RenderedShiroTurn")
+    turn.locator(".shiro-number-missing").first.wait_for(timeout=30_000)
+    answer = turn.locator(".shiro-text").nth(1)
+    missing = answer.locator(".shiro-number-missing")
+    assert missing.all_inner_texts() == ["16.4 %⚠", "0.1314⚠"]  # 5,555 is in a link's title: counted, not marked
+    assert {missing.nth(i).get_attribute("title") for i in range(2)} == {"not found in this turn's outputs"}
+    assert answer.locator("code .shiro-number-missing").inner_text() == "0.1314⚠"
+    found = answer.locator("a.shiro-number")
+    assert found.inner_text() == "2.0" and found.get_attribute("title") == "from call 1 (python): mean <b>2.0</b>"
+    assert found.get_attribute("href") == "#shiro-call-call_a"
+    assert answer.locator("strong a.shiro-number").count() == 1  # the Markdown's bold kept around the mark
+    in_link = answer.locator("a[href='https://example.com/y'] span.shiro-number")  # no link inside a link
+    assert in_link.inner_text() == "1,234" and in_link.get_attribute("title") == "from call 1 (python): count 1,234"
+    assert answer.locator("a[href='https://example.com/y']").get_attribute("title") == "about 5,555"
+    # the model's HTML went through JupyterLab's sanitizer: harmless markup kept, its handler gone
+    assert answer.locator("b").inner_text() == "bold?" and answer.locator("[onclick]").count() == 0
+    html = answer.evaluate("e => e.innerHTML")
+    assert not any(0xE000 <= ord(ch) < 0xF900 for ch in html), html  # no mark left over
+    assert turn.locator(".shiro-number, .shiro-number-missing").count() == 4  # the first text is not the answer
+    foot = turn.locator(".shiro-footer").inner_text()
+    assert foot == "⚠ 3 numbers not found in this turn's outputs · 3,856 in (3,712 cached) · 1 out tokens · $0.0003"
+    # following a found number opens its tool row, and JupyterLab's page does not navigate
+    row = turn.locator("details.shiro-tool", has_text="df.x.mean()")
+    assert row.get_attribute("open") is None
+    found.click()
+    assert row.get_attribute("open") == ""
+    assert page.evaluate("location.hash") == ""
+    shot(page, "cells-numbers-saved")
+    assert not page.console_errors, page.console_errors
+
+
+def test_a_live_turn_marks_its_numbers_and_shows_cached_input(agent: Any, lab: Lab) -> None:
+    page = agent
+    lab.fake.enqueue(
+        Reply(
+            text="Computing.", tool_calls=[Call("python", {"code": "sales = [1200, 1400]\nsum(sales) / len(sales)"})]
+        ),
+        Reply(text="The mean is **1,300**, up 16.4 % on last year."),
+    )
+    reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "auto"', "%shiro what is the mean of the sales?"])
+    run_all(page)
+    turn = final_turn(page, 1, "up 16.4")
+    turn.locator(".shiro-number-missing").wait_for(timeout=30_000)
+    assert turn.locator(".shiro-number-missing").all_inner_texts() == ["16.4 %⚠"]
+    found = turn.locator("a.shiro-number")
+    assert found.inner_text() == "1,300" and found.get_attribute("title") == "from call 1 (python): 1300.0"
+    foot = turn.locator(".shiro-footer").inner_text()
+    assert re.match(
+        r"⚠ 1 number not found in this turn's outputs · [\d,]+ in \([\d,]+ cached\) · [\d,]+ out tokens", foot
+    ), foot
+    shot(page, "cells-numbers-live")

@@ -13,7 +13,7 @@ from fakeopenai import Call, Reply
 from kernelutil import NOTEBOOK_KEY as KEY
 from kernelutil import run_notebook
 
-from shiro_kernel.notebook.channel import NO_FRONT_END
+from shiro_kernel.notebook.channel import UNANSWERED_BLOCKED
 
 TURN = "application/vnd.shiro.turn+json"
 
@@ -49,7 +49,7 @@ def test_headless_cell_tools_refuse_in_one_sentence_and_the_turn_finishes(fake_o
     assert len(fake_openai.requests) == 3
     read, changed = results(fake_openai.requests[1].body), results(fake_openai.requests[2].body)
     assert len(read) == 1 and "as saved on disk" in read[0] and "x = 1" in read[0], read
-    assert changed[-4:] == [f"Error: {NO_FRONT_END}"] * 4  # each call, the same one sentence
+    assert changed[-4:] == [f"Error: {UNANSWERED_BLOCKED}"] * 4  # each call, the same one sentence
     assert took < 50, took  # nothing waited for a front end that is not there (a read waits 10 s, a review longer)
 
     # the turn ended with the model's answer; the document is as it was
