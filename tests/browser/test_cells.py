@@ -672,6 +672,8 @@ def test_fix_with_shiro_ends_with_the_fixed_cell_after_accept(agent: Any, lab: L
     assert sources(page)[3].startswith("%%shiro\nFix cell 2 (id ")
     assert box.locator(".shiro-diff-add").all_inner_texts() == ["+ print(value + 1)"]
     shot(page, "cells-fix-diff")
+    ARTIFACTS.mkdir(exist_ok=True)
+    cell(page, 2).screenshot(path=str(ARTIFACTS / "cell-review.png"))  # the README's picture (docs/images/)
     box.locator(".shiro-review-accept").click()
     final_turn(page, 3, "Fixed the typo")
     assert sources(page)[2] == "print(value + 1)"
