@@ -1,7 +1,8 @@
 """The lines a user reads about sessions: ``/sessions`` rows, the one ``resumed …`` line, the footer.
 
-Session ids are shown as :func:`~shiro_kernel.store.ids.short_id` (the timestamp and the first random
-digits), a prefix that resolves uniquely even for sessions started in the same minute.
+Session ids are shown as :func:`~shiro_kernel.store.ids.short_id`: the shortest prefix unique among this
+home's sessions, in whole groups and never under 8 characters (``0193ab2c``; ``0193ab2c-1f2a`` for a session
+started in the last minute, which a later one of that minute cannot share).
 """
 
 from __future__ import annotations
