@@ -169,7 +169,6 @@ def test_an_unanswered_approval_is_a_refusal_and_the_queue_moves_on(shell, fake_
     controller = controller_of(shell)
     view = controller.running.view
     assert run(shell, "%shiro second").splitlines()[0] == "queued (position 1)"
-    pump_until(controller, lambda: view.asking)
     assert controller.wait_idle(15)  # nobody clicks: the turn ends, and the queued one runs
     assert "z" not in shell.user_ns and not view.asking and view.approval.layout.display == "none"
     refused = UNANSWERED_DENIAL.format(name="python", seconds=0.3)
