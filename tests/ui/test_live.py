@@ -59,12 +59,12 @@ def tool_outputs(request) -> list[str]:
 
 
 def test_a_turn_returns_at_once_and_streams_into_the_view(shell, fake_openai):
-    fake_openai.enqueue(Fault.delay(0.4, Reply(text="The **answer** is 42.")))
-    started = time.perf_counter()
+    fake_openai.enqueue(Fault.delay(2.0, Reply(text="The **answer** is 42.")))
     out = run(shell, "%shiro what is the answer?")
-    assert time.perf_counter() - started < 0.3  # the magic did not wait for the model
     controller = controller_of(shell)
-    assert controller.running is not None and "TurnView" in out
+    # the magic did not wait for the model: the cell is back while the model still holds its answer
+    assert controller.running is not None and controller.running.end is None and not controller.finished
+    assert "TurnView" in out
     assert controller.wait_idle(10)
     item = controller.finished[-1]
     assert item.end.reason == "answered"
