@@ -388,7 +388,8 @@ export class Review {
     const label = change.kind === 'insert' ? `shiro proposes a new ${change.cell_type} cell` : HEADS[change.kind];
     head.appendChild(el('span', 'shiro-review-label', label));
     head.appendChild(el('span', 'shiro-review-counts', counts(change)));
-    if (this.request.title) {
+    // the kernel's own title says what the label says already when a request holds one change
+    if (this.request.title && !(this.request.changes.length === 1 && this.request.title === 'shiro proposes a change')) {
       head.appendChild(el('span', 'shiro-review-title', this.request.title));
     }
     node.appendChild(head);
