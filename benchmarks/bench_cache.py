@@ -16,7 +16,6 @@ share of input tokens the fake priced as cached (OpenAI's rule: from 1,024 token
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -29,21 +28,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ["SHIRO_NO_WARMUP"] = "1"
 
 from fakeopenai import Call, FakeOpenAI, Reply
+from kernelutil import write_cells
 
 GOAL, GOAL_OF_LIMIT = 0.90, 0.93
-
-
-def notebook(path: Path, cells: list[str]) -> None:
-    nb = {
-        "cells": [
-            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s, "outputs": [], "execution_count": i}
-            for i, s in enumerate(cells)
-        ],
-        "metadata": {},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(nb))
 
 
 def text_turn(n: int) -> list[Reply]:
@@ -80,7 +67,7 @@ def run(api: str, scenario: str) -> dict[str, float]:
         SHIRO_HOME=str(work / "home"),
         JPY_SESSION_NAME=str(work / "nb.ipynb"),
     )
-    notebook(work / "nb.ipynb", ["import pandas as pd", "x = 1"])
+    write_cells(work / "nb.ipynb", ["import pandas as pd", "x = 1"])
     InteractiveShell.clear_instance()
     shell = InteractiveShell.instance()
     turns, make = (40, text_turn) if scenario == "text" else (12, figure_turn)
@@ -93,7 +80,7 @@ def run(api: str, scenario: str) -> dict[str, float]:
                 fake.enqueue(*make(n))
                 shell.run_cell(f"%shiro --wait turn {n}: go on")
                 if scenario == "text":  # the user edits and runs a cell between turns
-                    notebook(work / "nb.ipynb", ["import pandas as pd", f"x = {n}", f"print(x * {n})"])
+                    write_cells(work / "nb.ipynb", ["import pandas as pd", f"x = {n}", f"print(x * {n})"])
             shell.run_cell("%unload_ext shiro_kernel")
     finally:
         InteractiveShell.clear_instance()

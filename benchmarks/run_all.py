@@ -64,7 +64,7 @@ def autosave_during_a_200_step_turn() -> str:
             session,
             provider,
             all_tools(),
-            ToolContext(root=ROOT, extras={}),
+            ToolContext(root=ROOT),
             lambda: "",
             TurnOptions(approval="auto", max_steps=200),
         ).run("go")

@@ -4,6 +4,7 @@ notebook headless with nbclient."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,18 @@ def state_of(request: Any) -> str:
     items = request.body.get("input") or request.body.get("messages") or []
     last = items[-1] if items else {}
     return str(last.get("content") or "") if isinstance(last, dict) and last.get("role") == "system" else ""
+
+
+def write_cells(path: Path, sources: list[str]) -> None:
+    """``path`` as a saved notebook whose code cells ``sources`` have all run once (ids ``c0``, ``c1`` …), the
+    plain JSON a front end writes: what the cell-change check reads between turns."""
+    nb = {
+        "cells": [
+            {"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s, "outputs": [], "execution_count": i}
+            for i, s in enumerate(sources)
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb))

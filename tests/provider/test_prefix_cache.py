@@ -14,7 +14,7 @@ import pytest
 from cassettes import all_interactions
 from fakeopenai import Call, Reply
 from IPython.utils.capture import capture_output
-from kernelutil import state_of
+from kernelutil import state_of, write_cells
 
 from shiro_kernel.provider import wire
 from shiro_kernel.provider.client import Provider, ProviderSettings
@@ -74,22 +74,10 @@ def test_the_prefix_holds_across_turns_with_a_cell_run_between_them(
     path = tmp_path / "nb.ipynb"
     monkeypatch.setenv("JPY_SESSION_NAME", str(path))
 
-    def save(cells: list[str]) -> None:
-        nb = {
-            "cells": [
-                {"cell_type": "code", "id": f"c{i}", "metadata": {}, "source": s, "outputs": [], "execution_count": i}
-                for i, s in enumerate(cells)
-            ],
-            "metadata": {},
-            "nbformat": 4,
-            "nbformat_minor": 5,
-        }
-        path.write_text(json.dumps(nb))
-
-    save(["x = 1"])
+    write_cells(path, ["x = 1"])
     fake_openai.enqueue(Reply(text="one"), Reply(text="two"))
     run(shiro_shell, "%shiro first")
-    save(["x = 2", "print(x)"])  # the user edits and runs cells between the turns
+    write_cells(path, ["x = 2", "print(x)"])  # the user edits and runs cells between the turns
     run(shiro_shell, "%shiro second")
     first, second = fake_openai.requests
     assert "Since your last turn the user changed the notebook:" in state_of(second)
