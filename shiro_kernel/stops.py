@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .transcript import ToolResultPart
+if TYPE_CHECKING:  # a type only: %load_ext imports this module, and the transcript is a turn's
+    from .transcript import ToolResultPart
 
 USER = "the user stopped the turn"
 RESTARTED = "the kernel restarted"
