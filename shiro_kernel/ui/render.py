@@ -188,20 +188,39 @@ def _duration(seconds: float | None) -> str:
 
 
 CHANGED = {"edit": "edited", "insert": "inserted", "delete": "deleted"}
+NOT_CHANGED = {"edit": "edit of", "delete": "delete of"}
+#: a change in the document (accepted, or applied under approval = "auto") is ✓, one under way …, else ✗
+CHANGE_MARKS = {"accepted": "✓", "applied": "✓", "pending": "…", "running": "…"}
+
+
+def _count(n: object) -> int:
+    return max(0, int(n)) if isinstance(n, int | float) and not isinstance(n, bool) and n == n else 0
 
 
 def change_line(change: dict[str, Any]) -> str:
-    """A cell change as its compact row: ``edited cell 3: +2 −1``, ``inserted cell 4 (rejected)``."""
+    """A cell change as its compact row, the same words as the labextension's (``format.ts``):
+    ``✓ edited cell 3: +2 −1`` when it is in the document, else ``✗ edit of cell 3: +2 −1 · rejected``; an
+    insert not made says where it was to go (``✗ insert after cell 1: +1 −0 · rejected``; the kernel keeps
+    the cell it was to follow, -1 for the top, -2 for below the asking cell)."""
     kind = str(change.get("kind") or "edit")
     cell = change.get("cell")
-    where = f"cell {cell}" if isinstance(cell, int) and cell >= 0 else "a cell"
-    line = f"{CHANGED.get(kind, kind)} {where}"
-    if kind == "edit":
-        line += f": +{int(change.get('added') or 0)} −{int(change.get('removed') or 0)}"
-    status = change.get("status")
-    if status not in ("accepted", "applied"):
-        line += f" ({status})" if kind != "edit" else f" — {status}"
-    return line
+    cell = cell if isinstance(cell, int) and not isinstance(cell, bool) else 0
+    status = str(change.get("status") or "")
+    counts = f"+{_count(change.get('added'))} −{_count(change.get('removed'))}"
+    mark = CHANGE_MARKS.get(status, "✗")
+    if status in ("accepted", "applied"):
+        return f"{mark} {CHANGED.get(kind, kind)} cell {cell}: {counts}"
+    if kind == "insert":
+        what = (
+            "insert at the top"
+            if cell == -1
+            else "insert below this cell"
+            if cell < -1
+            else f"insert after cell {cell}"
+        )
+    else:
+        what = f"{NOT_CHANGED.get(kind, kind)} cell {cell}"
+    return f"{mark} {what}: {counts} · {status}"
 
 
 def _row_line(row: ToolRow, markdown: bool) -> str:

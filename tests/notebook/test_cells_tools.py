@@ -113,10 +113,25 @@ def test_a_change_renders_as_a_compact_row_that_expands_to_its_diff() -> None:
         log.feed(ToolStart(call))
         log.feed(ToolEnd(call, ToolResultPart(call.call_id, call.name, "x", meta={"change": change}), 0.1))
     html, md, text = to_html(log), to_markdown(log), to_text(log)
-    assert "<summary><code>edited cell 3: +2 −1</code></summary>" in html
+    assert "<summary><code>✓ edited cell 3: +2 −1</code></summary>" in html
     assert '<span style="color:#b31d28">-a &lt;b&gt;</span>' in html and "<b>" not in html  # the diff is text
-    assert "`edited cell 3: +2 −1`" in md and "`edited cell 3: +2 −1 — rejected`" in md
-    assert "edited cell 3: +2 −1\n" in text + "\n"
+    assert "`✓ edited cell 3: +2 −1`" in md and "`✗ edit of cell 3: +2 −1 · rejected`" in md
+    assert "✓ edited cell 3: +2 −1\n" in text + "\n"
+
+
+def test_the_change_rows_say_what_the_labextensions_rows_say() -> None:
+    """The kernel's renderings (widgets, HTML, Markdown, text) and the labextension's (format.ts changeLine,
+    checked in Chromium) word a change the same way, an insert not made by where it was to go."""
+    from shiro_kernel.ui.render import change_line
+
+    def row(kind: str, cell: int, status: str, added: int = 1, removed: int = 0) -> str:
+        return change_line({"kind": kind, "cell": cell, "added": added, "removed": removed, "status": status})
+
+    assert row("insert", 4, "applied") == "✓ inserted cell 4: +1 −0"
+    assert row("delete", 1, "rejected", 0, 1) == "✗ delete of cell 1: +0 −1 · rejected"
+    assert row("insert", 1, "rejected") == "✗ insert after cell 1: +1 −0 · rejected"
+    assert row("insert", -1, "conflict") == "✗ insert at the top: +1 −0 · conflict"
+    assert row("insert", -2, "rejected") == "✗ insert below this cell: +1 −0 · rejected"
 
 
 def test_a_rejected_edit_leaves_the_cell_and_the_model_is_told(shiro_shell, fake_openai, front):
