@@ -26,13 +26,17 @@ class Cell:
 @dataclass
 class FrontEnd:
     cells: list[Cell] = field(default_factory=list)
-    #: the user's answer to each reviewed change, in order: accepted | rejected | (a callable run first)
-    answers: list[str | Callable[[FrontEnd], str]] = field(default_factory=list)
+    #: the user's answer to each reviewed change, in order: accepted | rejected | a callable run first (None: the
+    #: review is never answered)
+    answers: list[str | Callable[[FrontEnd], str | None]] = field(default_factory=list)
     editing: str | None = None  # the id of the cell whose editor has focus
     dirty: bool = False
     run_in: Any = None  # a shell the ``run`` requests execute cells in
     requests: list[dict[str, Any]] = field(default_factory=list)
     answer_hello: bool = True
+    #: this end no longer answers (its tab closed, or the page reloaded); a new open answers again
+    gone: bool = False
+    opened: int = 0  # how many comms the kernel opened to it
     replies_on_main_thread: bool = False
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     channel: Channel | None = None
@@ -42,18 +46,27 @@ class FrontEnd:
             cell.id = cell.id or f"cell-{next(self._ids)}"
 
     # -- the transport the kernel's channel opens ----------------------------------------------------
-    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> FrontEnd:
+    def open(
+        self,
+        data: dict[str, Any],
+        on_message: Callable[[dict[str, Any]], None],
+        on_close: Callable[[], None] = lambda: None,
+    ) -> FrontEnd:
         assert data["protocol"] == PROTOCOL
-        self._on_message = on_message
+        self.opened += 1
+        self._on_message, self._on_close = on_message, on_close
+        self.gone = False  # a new comm: the (new) page answers it
         if self.answer_hello:
             on_message({"type": "hello", "protocol": PROTOCOL, "path": data.get("path"), "version": "test"})
         return self
 
     def send(self, data: dict[str, Any]) -> None:
         self.requests.append(data)
-        if data["type"] != "request":
+        if data["type"] != "request" or self.gone:
             return
         reply = getattr(self, "_" + data["op"])(data)
+        if reply is None:  # the user has not decided (nor will: the tab closes, the page reloads)
+            return
         # the answer comes from another thread, as the kernel's loop delivers it
         threading.Timer(
             0.01, self._on_message, args=({"type": "reply", "id": data["id"], "ok": True, **reply},)
@@ -61,6 +74,16 @@ class FrontEnd:
 
     def close(self) -> None:
         pass
+
+    def panel_closed(self) -> None:
+        """The user closes the notebook's tab: the front end closes its end of the comm."""
+        self.gone = True
+        self._on_close()
+
+    def page_reloaded(self) -> None:
+        """The page reloads: nothing is closed, the old comm's end is simply gone (it never answers again),
+        and the new page answers the next comm the kernel opens."""
+        self.gone = True
 
     # -- the document ----------------------------------------------------------------------------------
     def index_of(self, cell_id: str | None) -> int | None:
@@ -81,12 +104,14 @@ class FrontEnd:
         ]
         return {"cells": rows, "dirty": self.dirty}
 
-    def _review(self, data: dict[str, Any]) -> dict[str, Any]:
+    def _review(self, data: dict[str, Any]) -> dict[str, Any] | None:
         results = []
         for change in data["changes"]:
             answer: Any = "accepted" if not data["review"] else (self.answers.pop(0) if self.answers else "rejected")
             if callable(answer):
                 answer = answer(self)
+                if answer is None:  # no answer to this review, ever
+                    return None
             results.append(self._apply(change) if answer == "accepted" else {"status": answer})
         return {"results": results}
 

@@ -42,6 +42,12 @@ UNANSWERED_BLOCKED = (
 )
 
 
+CLOSED = (
+    "the notebook was closed while this waited (its tab closed); nothing more was changed in it: the next turn "
+    "reads it again when it is open"
+)
+
+
 class Handle(Protocol):
     def send(self, data: dict[str, Any]) -> None: ...
     def close(self) -> None: ...
@@ -51,7 +57,12 @@ class Transport(Protocol):
     #: replies reach the kernel only while its main thread is idle (ipykernel's comm messages)
     replies_on_main_thread: bool
 
-    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> Handle: ...
+    def open(
+        self,
+        data: dict[str, Any],
+        on_message: Callable[[dict[str, Any]], None],
+        on_close: Callable[[], None] = lambda: None,
+    ) -> Handle: ...
 
 
 class IpykernelTransport:
@@ -60,7 +71,12 @@ class IpykernelTransport:
 
     replies_on_main_thread = True
 
-    def open(self, data: dict[str, Any], on_message: Callable[[dict[str, Any]], None]) -> Handle:
+    def open(
+        self,
+        data: dict[str, Any],
+        on_message: Callable[[dict[str, Any]], None],
+        on_close: Callable[[], None] = lambda: None,
+    ) -> Handle:
         from ipykernel.comm import Comm
 
         comm = Comm(target_name=TARGET, data=data)
@@ -81,6 +97,7 @@ class IpykernelTransport:
                 on_message(payload)
 
         comm.on_msg(received)
+        comm.on_close(lambda _msg: on_close())  # the panel closed: no document answers on this comm any more
         return comm
 
 
@@ -115,7 +132,25 @@ class Channel:
                 old.close()
             except Exception:  # a comm whose kernel side is already gone: nothing left to close
                 pass
-        self._handle = self.transport.open({"protocol": PROTOCOL, "path": path}, self.handle)
+        handle: Handle | None = None
+
+        def closed() -> None:
+            if handle is not None and self._handle is handle:
+                self._gone(handle)
+
+        handle = self._handle = self.transport.open({"protocol": PROTOCOL, "path": path}, self.handle, closed)
+
+    def _gone(self, handle: Handle) -> None:
+        """The front end's end of ``handle`` went (its panel closed): nothing is attached, and what waits on
+        it is answered at once (the next turn opens the channel again)."""
+        with self._lock:
+            if self._handle is not handle:
+                return
+            self._handle, self.hello = None, None
+            waiting, self._pending = self._pending, {}
+        for pending in waiting.values():
+            pending.reply = {"ok": False, "closed": True}
+            pending.done.set()
 
     def handle(self, data: dict[str, Any]) -> None:
         """A message from the front end (the comm's handler)."""
@@ -154,8 +189,14 @@ class Channel:
                 self.cancel(number)
                 if stopped:
                     raise ToolError("stopped by the user; nothing was changed in the notebook")
+                # a page reload closes nothing: a front end that does not answer may be gone, so the next turn
+                # opens the channel again (a live panel answers its hello; one gone no longer holds turns up)
+                if self._handle is handle:
+                    self.hello = None
                 raise ToolError(f"the notebook did not answer within {timeout:g} s; nothing was changed")
         reply = pending.reply or {}
+        if reply.get("closed"):
+            raise ToolError(CLOSED)
         if not reply.get("ok"):
             raise ToolError(f"the notebook refused: {reply.get('error') or 'no reason given'}")
         return reply
@@ -179,6 +220,7 @@ class Channel:
 
 __all__ = [
     "BLOCKED",
+    "CLOSED",
     "NO_FRONT_END",
     "PROTOCOL",
     "TARGET",

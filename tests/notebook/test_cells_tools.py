@@ -15,7 +15,7 @@ from frontend import Cell, FrontEnd
 from IPython.utils.capture import capture_output
 
 from shiro_kernel import notebook
-from shiro_kernel.notebook.channel import BLOCKED, NO_FRONT_END, Channel
+from shiro_kernel.notebook.channel import BLOCKED, CLOSED, NO_FRONT_END, Channel
 
 
 def run(shell: Any, source: str) -> str:
@@ -304,3 +304,34 @@ def test_the_requests_carrying_the_cell_tools_validate_against_the_openapi_spec(
     names = {t.get("name") or t.get("function", {}).get("name") for t in body["tools"]}
     assert {"notebook_read", "notebook_edit", "notebook_insert", "notebook_delete", "notebook_run"} <= names
     assert [c.source for c in front.cells] == ["import numpy as np", "df.groupby('month').sum()", "# done"]
+
+
+def test_a_notebook_closed_during_a_review_answers_at_once_and_the_next_turn_reopens(shiro_shell, fake_openai, front):
+    """The user closes the notebook's tab while an edit waits for review: the front end closes the comm, the
+    call is answered at once (not after Shiro.approval_timeout_s), and the next turn opens the channel again
+    and reads the live document."""
+    front.answers = [lambda fe: (threading.Timer(0.3, fe.panel_closed).start(), None)[1]]
+    fake_openai.enqueue(
+        Reply(tool_calls=[READ]), Reply(tool_calls=[Call("notebook_edit", {"cell": 0, "source": "x"})]), Reply("ok")
+    )
+    run(shiro_shell, "%shiro edit it")
+    assert told(fake_openai) == [f"Error: {CLOSED}"] and front.cells[0].source == "import pandas as pd"
+    assert front.opened == 1
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply("read"))
+    run(shiro_shell, "%shiro read it again")
+    assert front.opened == 2 and "import pandas as pd" in told(fake_openai)[0]
+
+
+def test_after_a_page_reload_a_review_nobody_answers_ends_and_the_next_turn_reopens(shiro_shell, fake_openai, front):
+    """A reload closes nothing: the old comm just never answers. The review ends at Shiro.approval_timeout_s,
+    and the next turn opens the channel again, which the reloaded page answers."""
+    run(shiro_shell, "%config Shiro.approval_timeout_s = 0.5")
+    front.answers = [lambda fe: (fe.page_reloaded(), None)[1]]
+    fake_openai.enqueue(
+        Reply(tool_calls=[READ]), Reply(tool_calls=[Call("notebook_edit", {"cell": 0, "source": "x"})]), Reply("ok")
+    )
+    run(shiro_shell, "%shiro edit it")
+    assert told(fake_openai)[0].startswith("Error: ") and front.cells[0].source == "import pandas as pd"
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply("read"))
+    run(shiro_shell, "%shiro read it again")
+    assert front.opened == 2 and "import pandas as pd" in told(fake_openai)[0]
