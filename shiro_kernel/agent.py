@@ -342,7 +342,7 @@ class Agent:
         live = self.live
         if live is None:
             return
-        live.turn_cell = cell_id
+        live.turn_cell, live.unanswered = cell_id, False  # a new turn: someone may be there to answer
         if not live.channel.attached:
             live.channel.open(self._notebook_str())
 

@@ -48,6 +48,14 @@ CLOSED = (
 )
 
 
+class Unanswered(ToolError):
+    """Nobody answered a request within its timeout (a review nobody decided: the user is away)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the notebook did not answer within {seconds:g} s; nothing was changed")
+        self.seconds = seconds
+
+
 class Handle(Protocol):
     def send(self, data: dict[str, Any]) -> None: ...
     def close(self) -> None: ...
@@ -193,7 +201,7 @@ class Channel:
                 # opens the channel again (a live panel answers its hello; one gone no longer holds turns up)
                 if self._handle is handle:
                     self.hello = None
-                raise ToolError(f"the notebook did not answer within {timeout:g} s; nothing was changed")
+                raise Unanswered(timeout)
         reply = pending.reply or {}
         if reply.get("closed"):
             raise ToolError(CLOSED)
@@ -228,4 +236,5 @@ __all__ = [
     "Channel",
     "IpykernelTransport",
     "Transport",
+    "Unanswered",
 ]

@@ -14,8 +14,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..approval import UNANSWERED_DENIAL
 from ..errors import ToolError
-from .channel import Channel
+from .channel import Channel, Unanswered
 
 REVIEWED = ("notebook_edit", "notebook_insert", "notebook_delete", "propose_cell")
 #: seconds a read or an automatic change may take; a review waits for the user (``Shiro.approval_timeout_s``)
@@ -65,6 +66,12 @@ def diff_of(old: str, new: str, label: str) -> tuple[str, int, int]:
     return "\n".join(lines), added, removed
 
 
+def _unanswered(change: Change, seconds: float) -> str:
+    """What the model is told of a change nobody reviewed in time (as of an approval nobody answered)."""
+    name = {"edit": "notebook_edit", "insert": "notebook_insert", "delete": "notebook_delete"}[change.kind]
+    return UNANSWERED_DENIAL.format(name=name, seconds=seconds)
+
+
 class LiveNotebook:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -73,6 +80,9 @@ class LiveNotebook:
         self.seen: dict[str, str] = {}
         #: the ``%shiro`` cell of the running turn (``propose_cell`` inserts below it)
         self.turn_cell: str | None = None
+        #: a question of this turn went unanswered (a review, or an approval in the live view): none is put
+        #: again until the next turn (the agent resets it), so the turn and the queue move on
+        self.unanswered = False
         self._staged: set[str] = set()
         self._batch: list[tuple[str, str, dict[str, Any]]] = []
         self._done: dict[str, Outcome] = {}
@@ -140,6 +150,8 @@ class LiveNotebook:
                 outcomes[call_id] = Outcome(f"Error: {exc}", True)
         if not changes:
             return outcomes
+        if review and self.unanswered:  # nobody answered this turn's last question: nobody is asked again
+            return {**outcomes, **{c.call_id: Outcome(_unanswered(c, timeout), True) for c in changes}}
         try:
             reply = self.channel.request(
                 "review",
@@ -150,6 +162,12 @@ class LiveNotebook:
                 turn=self.turn_cell,
                 title="shiro proposes " + ("a change" if len(changes) == 1 else f"{len(changes)} changes"),
             )
+        except Unanswered:
+            if not review:  # an automatic change the front end did not apply in time
+                text = f"Error: the notebook did not answer within {READ_TIMEOUT_S:g} s; nothing was changed"
+                return {**outcomes, **{c.call_id: Outcome(text, True) for c in changes}}
+            self.unanswered = True
+            return {**outcomes, **{c.call_id: Outcome(_unanswered(c, timeout), True) for c in changes}}
         except ToolError as exc:
             return {**outcomes, **{c.call_id: Outcome(f"Error: {exc}", True) for c in changes}}
         results = [r for r in reply.get("results") or [] if isinstance(r, dict)]

@@ -310,7 +310,8 @@ class LiveController:
 
         if item.view is None:
             return LATER
-        if item.unanswered:
+        live = self.agent.live  # a review nobody answered this turn counts too (and this one for its reviews)
+        if item.unanswered or (live is not None and live.unanswered):
             return UNANSWERED
         title, body = preview(call, self.agent.root)
         self.inbox.post(lambda: item.view.ask(call.name, title, body, answer))
@@ -323,6 +324,8 @@ class LiveController:
                 return LATER
             if time.monotonic() >= deadline:
                 item.unanswered = True
+                if live is not None:
+                    live.unanswered = True
                 note = Notice(UNANSWERED_NOTICE.format(seconds=wait, name=call.name), kind="warning")
                 self.inbox.post(item.view.clear_approval)
                 self.inbox.post(functools.partial(self._on_event, item, note))

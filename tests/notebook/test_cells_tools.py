@@ -15,6 +15,7 @@ from frontend import Cell, FrontEnd
 from IPython.utils.capture import capture_output
 
 from shiro_kernel import notebook
+from shiro_kernel.approval import UNANSWERED_DENIAL
 from shiro_kernel.notebook.channel import BLOCKED, CLOSED, NO_FRONT_END, Channel
 
 
@@ -335,3 +336,22 @@ def test_after_a_page_reload_a_review_nobody_answers_ends_and_the_next_turn_reop
     fake_openai.enqueue(Reply(tool_calls=[READ]), Reply("read"))
     run(shiro_shell, "%shiro read it again")
     assert front.opened == 2 and "import pandas as pd" in told(fake_openai)[0]
+
+
+def test_a_review_nobody_answers_is_a_refusal_and_no_other_is_put_that_turn(shiro_shell, fake_openai, front):
+    """A review left unanswered for Shiro.approval_timeout_s (the user is away) is told to the model as an
+    approval nobody answered (do not retry); the turn's next change is refused without asking, so the turn and
+    the queue move on; the next turn asks again."""
+    run(shiro_shell, "%config Shiro.approval_timeout_s = 0.3")
+    front.answers = [lambda fe: None]
+    edit = Call("notebook_edit", {"cell": 0, "source": "import numpy as np"})
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=[edit]), Reply(tool_calls=[edit]), Reply("ok"))
+    run(shiro_shell, "%shiro use numpy")
+    unanswered = UNANSWERED_DENIAL.format(name="notebook_edit", seconds=0.3)
+    assert told(fake_openai) == [unanswered]  # the second edit: refused as the first was, and not put
+    assert [r["op"] for r in front.requests if r.get("type") == "request"] == ["read", "review"]
+    assert front.cells[0].source == "import pandas as pd"
+    front.answers = ["accepted"]
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=[edit]), Reply("ok"))
+    run(shiro_shell, "%shiro use numpy now")
+    assert front.cells[0].source == "import numpy as np"
