@@ -1,7 +1,7 @@
 """A stand-in for the labextension's end of the notebook channel (importable as ``frontend``): a document of
 cells that answers the kernel's requests as docs/notebook-protocol.md says the front end must — read, review
 (the user's answer scripted per change), run (cells executed in a given shell), cancel — for in-process tests
-of the kernel side. The real front end is tested in Chromium (tests/browser/test_cells.py)."""
+of the kernel side. The real front end is tested in Chromium (tests/browser/test_lab_cells.py)."""
 
 from __future__ import annotations
 
