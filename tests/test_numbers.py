@@ -559,7 +559,7 @@ NOT_TURNS = {
 OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py")
 #: answers of other tests that make a number up on purpose (to see it marked): (their calls, what is not found)
 ON_PURPOSE: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[str]]] = {
-    "The mean is **1,300**, up 16.4 % on last year.": (  # browser/test_cells.py: the labextension's live marks
+    "The mean is **1,300**, up 16.4 % on last year.": (  # browser/test_lab_cells.py: the labextension's live marks
         [("python", {"code": "sales = [1200, 1400]\nsum(sales) / len(sales)"})],
         ["16.4 %"],
     ),
