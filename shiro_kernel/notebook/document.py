@@ -14,7 +14,6 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..approval import UNANSWERED_DENIAL
 from ..errors import ToolError
 from .channel import Channel, Unanswered
 
@@ -68,6 +67,8 @@ def diff_of(old: str, new: str, label: str) -> tuple[str, int, int]:
 
 def _unanswered(change: Change, seconds: float) -> str:
     """What the model is told of a change nobody reviewed in time (as of an approval nobody answered)."""
+    from ..approval import UNANSWERED_DENIAL  # approval knows tools, which know this module: not at the top
+
     name = {"edit": "notebook_edit", "insert": "notebook_insert", "delete": "notebook_delete"}[change.kind]
     return UNANSWERED_DENIAL.format(name=name, seconds=seconds)
 
