@@ -25,6 +25,7 @@ SUITES = [
     ("Figures: capture, downscale, bytes on the wire", "bench_figures.py"),
     ("What a prefix cache could serve: long sessions, both APIs", "bench_cache.py"),
     ("Anchoring an answer's numbers to the tool outputs", "bench_numbers.py"),
+    ("The first notebook_read of a fresh kernel", "bench_notebook_read.py"),
     ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
     ("Beside jupyter-ai-magics", "bench_peer.py"),
 ]
