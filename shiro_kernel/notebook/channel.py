@@ -48,6 +48,20 @@ CLOSED = (
 )
 
 
+#: what a Stop during a request leaves, by op: a review's changes the user accepted before it stay (each is
+#: applied at its Accept), and so do the outputs of cells a run had run
+STOPPED = {
+    "read": "stopped by the user; nothing was changed in the notebook",
+    "review": (
+        "stopped by the user; a change the user accepted before the stop is in the notebook, the others are "
+        "not: read the notebook again before changing it"
+    ),
+    "run": (
+        "stopped by the user; the cells that ran before the stop keep their outputs: read the notebook to see them"
+    ),
+}
+
+
 class Unanswered(ToolError):
     """Nobody answered a request within its timeout (a review nobody decided: the user is away)."""
 
@@ -196,7 +210,7 @@ class Channel:
                     self._pending.pop(number, None)
                 self.cancel(number)
                 if stopped:
-                    raise ToolError("stopped by the user; nothing was changed in the notebook")
+                    raise ToolError(STOPPED.get(op, STOPPED["read"]))
                 # a page reload closes nothing: a front end that does not answer may be gone, so the next turn
                 # opens the channel again (a live panel answers its hello; one gone no longer holds turns up)
                 if self._handle is handle:
@@ -231,6 +245,7 @@ __all__ = [
     "CLOSED",
     "NO_FRONT_END",
     "PROTOCOL",
+    "STOPPED",
     "TARGET",
     "UNANSWERED_BLOCKED",
     "Channel",

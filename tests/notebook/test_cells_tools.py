@@ -16,7 +16,7 @@ from IPython.utils.capture import capture_output
 
 from shiro_kernel import notebook
 from shiro_kernel.approval import UNANSWERED_DENIAL
-from shiro_kernel.notebook.channel import BLOCKED, CLOSED, NO_FRONT_END, Channel
+from shiro_kernel.notebook.channel import BLOCKED, CLOSED, NO_FRONT_END, STOPPED, Channel
 
 
 def run(shell: Any, source: str) -> str:
@@ -355,3 +355,16 @@ def test_a_review_nobody_answers_is_a_refusal_and_no_other_is_put_that_turn(shir
     fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=[edit]), Reply("ok"))
     run(shiro_shell, "%shiro use numpy now")
     assert front.cells[0].source == "import numpy as np"
+
+
+def test_a_stop_during_a_review_says_what_an_accept_before_it_left(shiro_shell, fake_openai, front):
+    """Stop while a review waits: the call's result does not claim nothing changed (a change accepted
+    before the stop is applied at its Accept); it tells the model to read the notebook again."""
+    agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
+    front.answers = [lambda fe: (threading.Timer(0.3, agent.abort.set).start(), None)[1]]
+    fake_openai.enqueue(
+        Reply(tool_calls=[READ]), Reply(tool_calls=[Call("notebook_edit", {"cell": 0, "source": "x"})]), Reply("ok")
+    )
+    run(shiro_shell, "%shiro edit it")
+    results = [p.output for m in agent.session.messages for p in m.tool_results() if p.name == "notebook_edit"]
+    assert results == [f"Error: {STOPPED['review']}"]
