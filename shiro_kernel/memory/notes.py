@@ -194,9 +194,12 @@ class NoteStore:
         entries = self.entries()
         if not entries:
             return ""
-        ranked = sorted(entries, key=lambda e: e["createdAt"], reverse=True)
-        ranked.sort(key=lambda e: e["hits"], reverse=True)  # stable: recency breaks ties
-        return "\n".join(["", *BOOT_HEADER, *(f"- ({e['kind']}) {e['text']}" for e in ranked[:limit])])
+        # Recency is the creation time, then the place in the file: two notes added in the same
+        # millisecond share a createdAt, and the one appended later is the newer.
+        order = sorted(range(len(entries)), key=lambda i: (entries[i]["createdAt"], i), reverse=True)
+        order.sort(key=lambda i: entries[i]["hits"], reverse=True)  # stable: recency breaks ties
+        ranked = [entries[i] for i in order[:limit]]
+        return "\n".join(["", *BOOT_HEADER, *(f"- ({e['kind']}) {e['text']}" for e in ranked)])
 
     def format_list(self) -> str:
         """``/notes``: newest first, ``(<kind>) <text>`` plus ``  [recalled <h>x]`` when recalled, and

@@ -166,6 +166,17 @@ def test_render_boot(store: NoteStore) -> None:
     assert len(store.render_boot().splitlines()) == 3 + 20
 
 
+def test_render_boot_notes_of_one_millisecond_newest_first(store: NoteStore) -> None:
+    # Notes added within one millisecond share a createdAt (CI once saw it): the one later in the
+    # file is the newer, so it comes first among equal hits.
+    same = "2024-01-01T00:00:00.000Z"
+    entries = [{"id": f"id{i}", "kind": "fact", "text": f"n{i}", "createdAt": same, "hits": 0} for i in range(3)]
+    entries.append({"id": "old", "kind": "fact", "text": "older", "createdAt": "2023-01-01T00:00:00.000Z", "hits": 0})
+    store.path.parent.mkdir(parents=True, exist_ok=True)
+    store.path.write_text(json.dumps(entries))
+    assert store.render_boot().splitlines()[3:] == ["- (fact) n2", "- (fact) n1", "- (fact) n0", "- (fact) older"]
+
+
 def test_format_list(store: NoteStore) -> None:
     assert store.format_list() == "nothing remembered about this project yet"
     store.add("fact", "first")
