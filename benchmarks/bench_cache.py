@@ -6,6 +6,10 @@ run through the real agent (an in-process IPython shell, the real ``openai`` cli
 1. A text session of 40 turns, each with a python call printing ~6 kB, past a 30k-token threshold; the task
    list changes every five turns (``todo_write``); the user edits and runs a notebook cell between turns.
 2. A figure session of 12 turns, each plotting a figure (an image sent to the model).
+3. The text session on Chat Completions against a local model's chat template that refuses the state as a
+   system message after the conversation (:mod:`shiro_kernel.provider.state`): Qwen's, which takes one
+   system message, at the start (the state then goes as a user note), and one that makes roles alternate
+   (the note then joins a user message before it). The refused request is counted too.
 
 For each request: its prompt as a cache sees it (tools, instructions, then each input item, stored items
 resolved) and the longest prefix an earlier request of the session began with. The share is the sum of
@@ -31,6 +35,12 @@ from fakeopenai import Call, FakeOpenAI, Reply
 from kernelutil import write_cells
 
 GOAL, GOAL_OF_LIMIT = 0.90, 0.93
+NAMES = {
+    "text": "40 text turns past a 30k threshold",
+    "figure": "12 turns with a figure each",
+    "text:system-first": "the same, a template taking one system message (Qwen's): the state as a user note",
+    "text:alternate": "the same, a template making roles alternate (Mistral's): the note, users in a row as one",
+}
 
 
 def text_turn(n: int) -> list[Reply]:
@@ -52,11 +62,12 @@ def figure_turn(n: int) -> list[Reply]:
     return [Reply(tool_calls=[Call("python", {"code": code})]), Reply(text=f"Figure {n} is drawn.")]
 
 
-def run(api: str, scenario: str) -> dict[str, float]:
+def run(api: str, scenario: str, template: str | None = None) -> dict[str, float]:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
     fake = FakeOpenAI().start()
+    fake.chat_template = template  # a local model's template that refuses the state message where it is
     work = Path(tempfile.mkdtemp(prefix="shiro-cache-"))
     os.chdir(work)
     os.environ.update(
@@ -93,6 +104,7 @@ def run(api: str, scenario: str) -> dict[str, float]:
     inputs = sum((r.prompt_chars // 4) for r in posts)
     return {
         "requests": len(posts),
+        "refused": sum(1 for r in posts if r.status >= 400),
         "share": served / sum(prompts),
         "limit": limit / sum(prompts),
         "misses": misses,
@@ -108,13 +120,19 @@ def main() -> None:
             got = run(api, scenario)
             met = got["share"] >= GOAL and got["share"] >= GOAL_OF_LIMIT * got["limit"]
             rows.append((scenario, api, got, met))
+    for template in ("system-first", "alternate"):  # the state placed where such a template takes it
+        got = run("chat", "text", template)
+        met = got["share"] >= GOAL and got["share"] >= GOAL_OF_LIMIT * got["limit"]
+        rows.append((f"text:{template}", "chat", got, met))
     print(
         "| session | API | requests | prefix a cache could serve | append-only limit | of the limit | "
         "requests missing > half | priced as cached | goal (>= 90 %, >= 0.93 of the limit) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for scenario, api, got, met in rows:
-        name = "40 text turns past a 30k threshold" if scenario == "text" else "12 turns with a figure each"
+        name = NAMES[scenario]
+        if got["refused"]:
+            name += f" ({got['refused']} refused)"
         print(
             f"| {name} | {api} | {got['requests']} | {got['share']:.1%} | {got['limit']:.1%} | "
             f"{got['share'] / got['limit']:.2f} | {got['misses']} | {got['priced']:.1%} | "

@@ -34,6 +34,7 @@ import collections
 import copy
 import hashlib
 import http.server
+import itertools
 import json
 import os
 import re
@@ -49,7 +50,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "LLAMA_CPP_SYSTEM_FIRST",
     "SPEC_PATH",
+    "TEMPLATE_ERRORS",
     "Call",
     "FakeOpenAI",
     "Fault",
@@ -218,6 +221,19 @@ _ALNUM = string.ascii_letters + string.digits
 
 #: OpenAI's answer to an image for a model without vision (OpenHands#7700 and others; see the research notes)
 NO_VISION_MESSAGE = "Invalid content type. image_url is only supported by certain models."
+#: llama.cpp's answer (HTTP 500) when the model's Jinja template raises for a system message after the first
+#: (Qwen3.x: ollama#18241, llama.cpp#27367); vLLM answers 400 with only its last sentence
+LLAMA_CPP_SYSTEM_FIRST = (
+    "\n------------\nWhile executing CallExpression at line 85, column 32 in source:\n...first %}\u21b5            "
+    "{{- raise_exception('System message must be at the beginnin...\n                                           "
+    "^\nError: Jinja Exception: System message must be at the beginning."
+)
+#: the templates ``FakeOpenAI.chat_template`` imitates, and the text each raises (as vLLM answers it, 400)
+TEMPLATE_ERRORS = {
+    "system-first": "System message must be at the beginning.",
+    "alternate": "After the optional system message, conversation roles must alternate "
+    "user/assistant/user/assistant/...",
+}
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
 
 
@@ -626,6 +642,12 @@ class FakeOpenAI:
         #: models" 400 (set ``no_vision_error`` to imitate another server's status and text).
         self.no_vision_models: set[str] = set(no_vision_models)
         self.no_vision_error: tuple[int, str] = (400, NO_VISION_MESSAGE)
+        #: A local model's chat template, as a server that renders it answers (both endpoints; the Responses
+        #: ``instructions`` are its first system message): "system-first" (Qwen's) refuses a system message
+        #: anywhere but first, "alternate" (Mistral's, Gemma's) that and a user message right after a user
+        #: message. ``template_error``: the status and text of the refusal (default: vLLM's 400).
+        self.chat_template: str | None = None
+        self.template_error: tuple[int, str] | None = None
         #: Validate request bodies against the OpenAPI spec.
         self.validate = validate
         #: 404 for an inline item carrying an ``id`` the server never stored.  Note: one
@@ -848,6 +870,7 @@ class FakeOpenAI:
             else:
                 context = self._check_responses_history(body)
             self._check_images(body, chat=endpoint == "/v1/chat/completions")
+            self._check_template(body, context, chat=endpoint == "/v1/chat/completions")
         except _ApiError as e:
             self._send_json(h, rec, e.status, e.body)
             return
@@ -1111,6 +1134,27 @@ class FakeOpenAI:
         if found and body.get("model") in self.no_vision_models:
             status, message = self.no_vision_error
             raise _ApiError(status, message, code="invalid_value" if status == 400 else None)
+
+    def _check_template(self, body: dict[str, Any], context: list[_Resolved], *, chat: bool) -> None:
+        """What a model's chat template raises for the roles of this request (``chat_template``); ``context``:
+        a Responses request's items, references resolved."""
+        if self.chat_template is None:
+            return
+        listed = (body.get("messages") or []) if chat else [{**r.item, "type": r.type} for r in context]
+        as_role = {"function_call": "assistant", "function_call_output": "tool"}  # as a server renders them
+        roles = [
+            m.get("role") if m.get("type", "message") == "message" else as_role.get(m.get("type"))
+            for m in listed
+            if isinstance(m, dict)
+        ]
+        roles = [r for r in roles if r]
+        if not chat and body.get("instructions"):
+            roles.insert(0, "system")
+        mid_system = any(r in ("system", "developer") for r in roles[1:])
+        users_in_a_row = any(a == b == "user" for a, b in itertools.pairwise(roles))
+        if mid_system or (self.chat_template == "alternate" and users_in_a_row):
+            status, text = self.template_error or (400, TEMPLATE_ERRORS[self.chat_template])
+            raise _ApiError(status, text, type="server_error" if status >= 500 else "BadRequestError")
 
     @staticmethod
     def _check_chat_history(body: dict[str, Any]) -> None:

@@ -50,9 +50,9 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..config import environment
+from . import state as state_place
 from .failures import (
     RESPONSES_ONLY,
     RETRY_STATUSES,
@@ -71,7 +71,7 @@ from .failures import (
     status_sentence,
     url_secrets,
 )
-from .transport import Attempt, feed, post_events, post_json
+from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
     from ..events import Error, Notice, ProviderEvent
@@ -120,25 +120,13 @@ def shared_client(api_key: str, base_url: str | None) -> Any:
         if client is None:
             import openai  # deferred: ~0.5 s, and %load_ext must stay cheap
 
-            url, query = _split_query(base_url)
+            url, query = split_query(base_url)
             client = openai.OpenAI(api_key=api_key, base_url=url, default_query=query or None, max_retries=0)
             _clients[(api_key, base_url)] = client
             while len(_clients) > _MAX_CLIENTS:
                 _clients.popitem(last=False)
         _clients.move_to_end((api_key, base_url))
         return client
-
-
-def _split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
-    """A base URL without its query string, and the query as parameters for every request (the SDK would
-    otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
-    if not url or "?" not in url:
-        return url, {}
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # the SDK says what is wrong with it
-        return url, {}
-    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
 class Provider:
@@ -153,6 +141,7 @@ class Provider:
         #: their text stand-ins instead (set per turn by the agent from ``Shiro.vision``)
         self.images: ImageSource | None = None
         self._inputs: InputCache | None = None  # each message's Responses items, built once
+        self.state_place = state_place.place_for(self.base_url, settings.model)  # where the state goes
 
     # -- the client --------------------------------------------------------------------------
     @property
@@ -197,7 +186,8 @@ class Provider:
         """Run one model call. Yields deltas (and a ``Notice`` when the API had to change), then exactly one
         ``Done`` or ``Error``. ``system`` is the instructions, the same for every call of a session (a
         provider's prefix cache serves it and the history after it); ``state`` is what changes from step to
-        step (the task list …), sent as one system message after the conversation."""
+        step (the task list …), sent as one system message after the conversation, or where the server's
+        chat template takes it (:mod:`~shiro_kernel.provider.state`)."""
         from ..events import Notice
 
         try:
@@ -223,6 +213,9 @@ class Provider:
                 return
             except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
                 failure: Exception = exc
+            if self._replace_state(failure, bool(state)):
+                yield Notice(state_place.notice(s.model, self.state_place), kind="warning")
+                continue
             if self._responses_only(failure):
                 self.api = "responses"
                 yield Notice(
@@ -241,6 +234,19 @@ class Provider:
             return
 
     # -- what a failure means ----------------------------------------------------------------------------
+    def _replace_state(self, exc: Exception, state: bool) -> bool:
+        """The server's chat template refused the state where it was, or users in a row (:mod:`~.state`): the
+        state goes to the next place, for this server and model from now on."""
+        import openai
+
+        if not isinstance(exc, openai.APIStatusError):
+            return False
+        place = state_place.next_place(server_message(exc), self.state_place, state=state)
+        if place is not None:
+            self.state_place = place
+            state_place.learn(self.base_url, self.settings.model, place)
+        return place is not None
+
     def _responses_only(self, exc: Exception) -> bool:
         """Chat Completions refused for this model ("only supported in v1/responses")."""
         import openai
@@ -383,10 +389,8 @@ class Provider:
 
         s = self.settings
         items = self._input_cache().input(messages, store=bool(s.store), images=self.images)
-        body: dict[str, Any] = {
-            "model": s.model,
-            "input": [*items, {"role": "system", "content": state}] if state else items,
-        }
+        items, system = state_place.responses_parts(items, system, state, self.state_place)
+        body: dict[str, Any] = {"model": s.model, "input": items}
         body["store"] = s.store
         self._cache_key(body)
         if system:
@@ -436,7 +440,7 @@ class Provider:
         entries = self._input_cache().chat(system, messages, self.images)
         body: dict[str, Any] = {
             "model": s.model,
-            "messages": [*entries, {"role": "system", "content": state}] if state else entries,
+            "messages": state_place.chat_messages(entries, state, self.state_place),
         }
         self._cache_key(body)
         if tools:

@@ -18,12 +18,25 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .failures import Idle, NotAPI, StreamBroken, StreamError, timed_out
 
 if TYPE_CHECKING:
     from ..events import ReasoningDelta, TextDelta
     from .wire import ChatStream, ResponsesStream
+
+
+def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
+    """A base URL without its query string, and the query as parameters for every request (the SDK would
+    otherwise glue the path after the query: ``/v1?api-version=x/responses``)."""
+    if not url or "?" not in url:
+        return url, {}
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # the SDK says what is wrong with it
+        return url, {}
+    return urlunsplit(parts._replace(query="", fragment="")), dict(parse_qsl(parts.query))
 
 
 class Attempt:
