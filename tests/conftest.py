@@ -35,6 +35,14 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         monkeypatch.delenv(var, raising=False)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Close the widgets tests left open while ipywidgets is still whole: at interpreter exit each one's
+    ``__del__`` would find the module's globals gone and print a traceback (two dozen per run)."""
+    widgets = sys.modules.get("ipywidgets")
+    if widgets is not None:
+        widgets.Widget.close_all()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _reliability_doc() -> Iterator[None]:
     """With ``SHIRO_RELIABILITY_DOC`` set, the fault cases' figures are written there at the end."""
