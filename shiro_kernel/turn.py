@@ -388,6 +388,12 @@ class Turn:
         self._stage_reviews(calls)
         for call in calls:
             if self.abort.is_set():
+                notebook = self.ctx.notebook  # a change of a review the user decided before the Stop: as decided
+                if notebook is not None and notebook.settled(call.call_id):
+                    self.on_event(ToolStart(call))
+                    results.append(self._run_tool(call))
+                    self.on_event(ToolEnd(call, results[-1], 0.0))
+                    continue
                 results.append(
                     stops.stopped(ToolResultPart(call.call_id, call.name, ABORTED.format(by=stops.by()), is_error=True))
                 )

@@ -26,8 +26,8 @@ class Cell:
 @dataclass
 class FrontEnd:
     cells: list[Cell] = field(default_factory=list)
-    #: the user's answer to each reviewed change, in order: accepted | rejected | a callable run first (None: the
-    #: review is never answered)
+    #: the user's answer to each reviewed change, in order: accepted | rejected | later (undecided while the
+    #: others are decided) | a callable run first (None: neither it nor the ones after it are ever answered)
     answers: list[str | Callable[[FrontEnd], str | None]] = field(default_factory=list)
     editing: str | None = None  # the id of the cell whose editor has focus
     dirty: bool = False
@@ -38,6 +38,11 @@ class FrontEnd:
     gone: bool = False
     opened: int = 0  # how many comms the kernel opened to it
     replies_on_main_thread: bool = False
+    #: it answers a cancel with what the user decided before it (docs/notebook-protocol.md), as the
+    #: labextension does; False: as an older one, which withdraws without a word
+    withdraws: bool = True
+    #: each review left undecided: what the user decided of it so far (None: not yet), by request id
+    undecided: dict[int, list[dict[str, Any] | None]] = field(default_factory=dict)
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     channel: Channel | None = None
 
@@ -57,20 +62,29 @@ class FrontEnd:
         self._on_message, self._on_close = on_message, on_close
         self.gone = False  # a new comm: the (new) page answers it
         if self.answer_hello:
-            on_message({"type": "hello", "protocol": PROTOCOL, "path": data.get("path"), "version": "test"})
+            hello = {"type": "hello", "protocol": PROTOCOL, "path": data.get("path"), "version": "test"}
+            on_message({**hello, "withdraws": True} if self.withdraws else hello)
         return self
 
     def send(self, data: dict[str, Any]) -> None:
         self.requests.append(data)
-        if data["type"] != "request" or self.gone:
+        if self.gone:
+            return
+        if data["type"] == "cancel":
+            results = self.undecided.pop(data["id"], None)
+            if results is not None and self.withdraws:
+                self._reply(data["id"], {"withdrawn": True, "results": results})
+            return
+        if data["type"] != "request":
             return
         reply = getattr(self, "_" + data["op"])(data)
         if reply is None:  # the user has not decided (nor will: the tab closes, the page reloads)
             return
+        self._reply(data["id"], reply)
+
+    def _reply(self, number: int, reply: dict[str, Any]) -> None:
         # the answer comes from another thread, as the kernel's loop delivers it
-        threading.Timer(
-            0.01, self._on_message, args=({"type": "reply", "id": data["id"], "ok": True, **reply},)
-        ).start()
+        threading.Timer(0.01, self._on_message, args=({"type": "reply", "id": number, "ok": True, **reply},)).start()
 
     def close(self) -> None:
         pass
@@ -105,14 +119,21 @@ class FrontEnd:
         return {"cells": rows, "dirty": self.dirty}
 
     def _review(self, data: dict[str, Any]) -> dict[str, Any] | None:
-        results = []
+        results: list[dict[str, Any] | None] = []
         for change in data["changes"]:
             answer: Any = "accepted" if not data["review"] else (self.answers.pop(0) if self.answers else "rejected")
             if callable(answer):
                 answer = answer(self)
-                if answer is None:  # no answer to this review, ever
+                if answer is None:  # no answer to this change (nor to the ones after it): the review stays shown
+                    self.undecided[data["id"]] = results + [None] * (len(data["changes"]) - len(results))
                     return None
+            if answer == "later":  # the user decides the others first, and this one not yet
+                results.append(None)
+                continue
             results.append(self._apply(change) if answer == "accepted" else {"status": answer})
+        if None in results:
+            self.undecided[data["id"]] = results
+            return None
         return {"results": results}
 
     def _apply(self, change: dict[str, Any]) -> dict[str, Any]:
@@ -171,6 +192,3 @@ class FrontEnd:
             if status == "error":
                 break
         return {"cells": out}
-
-    def _cancel(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {}

@@ -76,7 +76,12 @@ export class Channel {
     }
     const message = parseMessage(data);
     if (message.kind === 'cancel') {
-      this.reviews.get(message.id)?.cancel();
+      const review = this.reviews.get(message.id);
+      const sofar = review?.cancel() ?? null;
+      if (review && sofar) {
+        this.reviews.delete(message.id); // answered here: serve() sends nothing more for it
+        this.send(okReply(message.id, { withdrawn: true, results: sofar }));
+      }
     } else if (message.kind === 'invalid') {
       if (message.id !== null) {
         this.send(errorReply(message.id, message.error));

@@ -172,7 +172,8 @@ export function errorReply(id: number, error: string): Record<string, unknown> {
 }
 
 export function hello(path: string, panel: string): Record<string, unknown> {
-  return { type: 'hello', protocol: PROTOCOL, path, panel, version: VERSION };
+  // withdraws: a cancelled review is answered with what the user decided before it (docs/notebook-protocol.md)
+  return { type: 'hello', protocol: PROTOCOL, path, panel, version: VERSION, withdraws: true };
 }
 
 function normalise(path: string): string[] {
@@ -276,5 +277,10 @@ export class Ledger {
 
   results(): IChangeResult[] {
     return this.decided.map(r => r ?? { status: 'rejected', id: null, index: null });
+  }
+
+  /** What is decided so far, in order: null for a change not decided. */
+  sofar(): Array<IChangeResult | null> {
+    return [...this.decided];
   }
 }

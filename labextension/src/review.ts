@@ -199,14 +199,20 @@ export class Review {
     }
   }
 
-  /** The kernel withdrew the review (the turn stopped, the approval timed out): nothing changes, no reply. */
-  cancel(): void {
+  /**
+   * The kernel withdrew the review (the turn stopped, the approval timed out): nothing more changes. What the
+   * user decided before it (null for the undecided; an accepted change is in the document), or null when the
+   * review had ended already.
+   */
+  cancel(): Array<IChangeResult | null> | null {
     if (this.finished) {
-      return;
+      return null;
     }
     this.finished = true;
+    const sofar = this.ledger.sofar().map((result, k) => (result ? this.indexed(result, k) : null));
     this.teardown();
     this.resolve(null);
+    return sofar;
   }
 
   /** The notebook closed or its kernel restarted: every pending change is rejected with `note`; the results. */
@@ -223,18 +229,21 @@ export class Review {
 
   private finish(): IChangeResult[] {
     this.finished = true;
-    const results = this.ledger.results().map((result, k) => {
-      const change = this.request.changes[k];
-      const gone = change.kind === 'delete' && result.status === 'accepted';
-      if (result.id && !gone && !this.panel.isDisposed) {
-        const index = this.indexOrNull(result.id);
-        return { ...result, index: index ?? result.index };
-      }
-      return result;
-    });
+    const results = this.ledger.results().map((result, k) => this.indexed(result, k));
     this.teardown();
     this.resolve(results);
     return results;
+  }
+
+  /** Change k's result with the index its cell has now (cells may have moved since it was decided). */
+  private indexed(result: IChangeResult, k: number): IChangeResult {
+    const change = this.request.changes[k];
+    const gone = change.kind === 'delete' && result.status === 'accepted';
+    if (result.id && !gone && !this.panel.isDisposed) {
+      const index = this.indexOrNull(result.id);
+      return { ...result, index: index ?? result.index };
+    }
+    return result;
   }
 
   private teardown(): void {

@@ -13,7 +13,7 @@ test('the version said in hello is the package version', () => {
   assert.equal(VERSION, pkg.version);
   assert.equal(TARGET, 'shiro.notebook');
   assert.deepEqual(hello('work/a.ipynb', 'id-1'),
-    { type: 'hello', protocol: PROTOCOL, path: 'work/a.ipynb', panel: 'id-1', version: VERSION });
+    { type: 'hello', protocol: PROTOCOL, path: 'work/a.ipynb', panel: 'id-1', version: VERSION, withdraws: true });
 });
 
 test('requests parse; what is wrong is said, with the id to reply to', () => {
@@ -103,4 +103,11 @@ test('the ledger: each change decided once, done when all are', () => {
   l.decide(2, { status: 'conflict', id: 'b', index: 2 });
   assert.ok(l.done);
   assert.deepEqual(l.results().map(r => r.status), ['rejected', 'accepted', 'conflict']);
+});
+
+test('a ledger says what is decided so far, null for the others', () => {
+  const l = new Ledger(2);
+  assert.deepEqual(l.sofar(), [null, null]);
+  l.decide(1, { status: 'accepted', id: 'a', index: 0 });
+  assert.deepEqual(l.sofar(), [null, { status: 'accepted', id: 'a', index: 0 }]);
 });

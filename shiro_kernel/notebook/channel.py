@@ -62,11 +62,25 @@ STOPPED = {
 }
 
 
-class Unanswered(ToolError):
+#: how long a withdrawn request waits for the front end to say what was decided before the withdrawal
+WITHDRAW_WAIT_S = 2.0
+
+
+class Withdrawn(ToolError):
+    """A request the kernel gave up (a Stop, or nobody answered in time). ``decided``: a review's changes the
+    user decided before it, by their place in the request, as the front end said in answer to the cancel
+    (each accepted one is in the document); None when the front end did not say (an older one, or one gone)."""
+
+    def __init__(self, message: str, decided: dict[int, dict[str, Any]] | None = None) -> None:
+        super().__init__(message)
+        self.decided = decided
+
+
+class Unanswered(Withdrawn):
     """Nobody answered a request within its timeout (a review nobody decided: the user is away)."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"the notebook did not answer within {seconds:g} s; nothing was changed")
+    def __init__(self, seconds: float, decided: dict[int, dict[str, Any]] | None = None) -> None:
+        super().__init__(f"the notebook did not answer within {seconds:g} s; nothing was changed", decided)
         self.seconds = seconds
 
 
@@ -206,22 +220,40 @@ class Channel:
         while not pending.done.wait(0.05):
             stopped = abort is not None and abort.is_set()
             if stopped or time.monotonic() > deadline:
-                with self._lock:
-                    self._pending.pop(number, None)
-                self.cancel(number)
+                decided = self._withdraw(number, pending, handle, review=op == "review")
                 if stopped:
-                    raise ToolError(STOPPED.get(op, STOPPED["read"]))
+                    raise Withdrawn(STOPPED.get(op, STOPPED["read"]), decided)
                 # a page reload closes nothing: a front end that does not answer may be gone, so the next turn
                 # opens the channel again (a live panel answers its hello; one gone no longer holds turns up)
-                if self._handle is handle:
+                if self._handle is handle and decided is None:
                     self.hello = None
-                raise Unanswered(timeout)
+                raise Unanswered(timeout, decided)
         reply = pending.reply or {}
         if reply.get("closed"):
             raise ToolError(CLOSED)
         if not reply.get("ok"):
             raise ToolError(f"the notebook refused: {reply.get('error') or 'no reason given'}")
         return reply
+
+    def _withdraw(
+        self, number: int, pending: _Pending, handle: Handle, *, review: bool
+    ) -> dict[int, dict[str, Any]] | None:
+        """Cancel request ``number``. A front end that says it ``withdraws`` answers a cancelled review with
+        what the user decided until then (``withdrawn``: the results so far, null for the undecided), read
+        here; None when it does not say (within :data:`WITHDRAW_WAIT_S`), and for a read or a run."""
+        says = review and bool((self.hello or {}).get("withdraws")) and self._handle is handle
+        if not says:
+            with self._lock:
+                self._pending.pop(number, None)
+        self.cancel(number)
+        if says:
+            pending.done.wait(WITHDRAW_WAIT_S)
+            with self._lock:
+                self._pending.pop(number, None)
+        reply = pending.reply if pending.done.is_set() else None  # the answer, or the user's last decision's
+        if not (isinstance(reply, dict) and reply.get("ok") and isinstance(reply.get("results"), list)):
+            return None
+        return {k: r for k, r in enumerate(reply["results"]) if isinstance(r, dict)}
 
     def cancel(self, number: int) -> None:
         handle = self._handle
@@ -252,4 +284,5 @@ __all__ = [
     "IpykernelTransport",
     "Transport",
     "Unanswered",
+    "Withdrawn",
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ToolError
-from .channel import Channel, Unanswered
+from .channel import Channel, Unanswered, Withdrawn
 
 REVIEWED = ("notebook_edit", "notebook_insert", "notebook_delete", "propose_cell")
 #: seconds a read or an automatic change may take; a review waits for the user (``Shiro.approval_timeout_s``)
@@ -112,6 +112,11 @@ class LiveNotebook:
             self._staged = {c[0] for c in self._batch}
             self._done = {}
 
+    def settled(self, call_id: str) -> bool:
+        """Is the outcome of this change call known already (its step's review decided it, or withdrew it)?"""
+        with self._lock:
+            return call_id in self._done
+
     def change(
         self,
         call_id: str,
@@ -163,18 +168,40 @@ class LiveNotebook:
                 turn=self.turn_cell,
                 title="shiro proposes " + ("a change" if len(changes) == 1 else f"{len(changes)} changes"),
             )
-        except Unanswered:
+        except Unanswered as exc:
             if not review:  # an automatic change the front end did not apply in time
                 text = f"Error: the notebook did not answer within {READ_TIMEOUT_S:g} s; nothing was changed"
                 return {**outcomes, **{c.call_id: Outcome(text, True) for c in changes}}
             self.unanswered = True
+            if exc.decided is not None:  # the front end said which the user decided before the time was up
+                return {**outcomes, **self._withdrawn(changes, exc.decided, "unanswered", review, timeout)}
             return {**outcomes, **{c.call_id: Outcome(_unanswered(c, timeout), True) for c in changes}}
+        except Withdrawn as exc:
+            if exc.decided is not None:  # a Stop, and the front end said which changes the user decided before it
+                return {**outcomes, **self._withdrawn(changes, exc.decided, "stopped", review, timeout)}
+            return {**outcomes, **{c.call_id: Outcome(f"Error: {exc}", True) for c in changes}}
         except ToolError as exc:
             return {**outcomes, **{c.call_id: Outcome(f"Error: {exc}", True) for c in changes}}
         results = [r for r in reply.get("results") or [] if isinstance(r, dict)]
         for number, change in enumerate(changes):
             result = results[number] if number < len(results) else {"status": "missing"}
             outcomes[change.call_id] = self._outcome(change, result, review)
+        return outcomes
+
+    def _withdrawn(
+        self, changes: list[Change], decided: dict[int, dict[str, Any]], status: str, review: bool, timeout: float
+    ) -> dict[str, Outcome]:
+        """The outcomes of a review withdrawn (``status``: ``stopped`` or ``unanswered``): each change the user
+        decided before it as decided, each other one not applied, with its row."""
+        outcomes: dict[str, Outcome] = {}
+        for number, change in enumerate(changes):
+            if number in decided:
+                outcomes[change.call_id] = self._outcome(change, decided[number], review)
+            else:
+                outcome = self._outcome(change, {"status": status}, review)
+                if status == "unanswered":
+                    outcome.text = _unanswered(change, timeout)
+                outcomes[change.call_id] = outcome
         return outcomes
 
     def _target(self, index: Any, what: str) -> tuple[int, str]:
@@ -248,6 +275,8 @@ class LiveNotebook:
             "editing": f"not applied — the user is typing in {where}; nothing was changed: try again later, or "
             "show the change in your answer",
             "missing": f"not applied — {where} no longer exists; read the notebook again",
+            "stopped": f"not applied — the user stopped the turn before deciding on this {what}; the notebook is "
+            "unchanged there",
         }
         return Outcome("Error: " + texts.get(status, f"not applied ({status})"), True, row)
 

@@ -176,6 +176,7 @@ def test_hello_then_read_sees_unsaved_typing(nb: Any) -> None:
         "path": NAME,
         "panel": page.evaluate("window.jupyterapp.shell.currentWidget.id"),
         "version": version,
+        "withdraws": True,
     }
     cell_ids = reset(page, ["a = 1\nb = 2\nprint(a + b)", "x = 10", "y = x * 2\ny"])
     type_into(page, 1, "  # typed")
@@ -377,16 +378,36 @@ def test_run_puts_outputs_in_the_document_and_stops_at_an_error(nb: Any) -> None
     assert kernel_print(page, "'never' in globals()").strip() == "False"  # the run stopped at the error
 
 
-def test_cancel_withdraws_a_review(nb: Any) -> None:
+def test_cancel_withdraws_a_review_and_says_what_was_decided_before_it(nb: Any) -> None:
     page = nb
-    first, _, _ = reset(page, ["a = 1", "x = 10", "y = 2"])
+    first, second, _ = reset(page, ["a = 1", "x = 10", "y = 2"])
     request(page, 40, "review", changes=[{"kind": "edit", "id": first, "source": "a = 9", "expect": "a = 1"}])
     cell(page, 0).locator(".shiro-review-edit").wait_for(timeout=10_000)
     send(page, {"type": "cancel", "id": 40})
     cell(page, 0).locator(".shiro-review").wait_for(state="detached", timeout=10_000)
-    time.sleep(0.5)
-    assert [m for m in got(page) if m.get("id") == 40] == []  # withdrawn: no reply
+    answer = reply(page, 40)  # withdrawn: what was decided (nothing), so the kernel need not guess
+    assert answer["withdrawn"] is True and answer["results"] == [None], answer
     assert sources(page)[0] == "a = 1"
+
+    # one of two accepted, then withdrawn (a Stop): the reply says the edit is in and the delete undecided
+    request(
+        page,
+        41,
+        "review",
+        changes=[
+            {"kind": "edit", "id": first, "source": "a = 9", "expect": "a = 1"},
+            {"kind": "delete", "id": second, "expect": "x = 10"},
+        ],
+    )
+    cell(page, 0).locator(".shiro-review-edit .shiro-review-accept").click()
+    cell(page, 1).locator(".shiro-review-delete").wait_for(timeout=10_000)
+    send(page, {"type": "cancel", "id": 41})
+    page.locator(".shiro-review").first.wait_for(state="detached", timeout=10_000)
+    answer = reply(page, 41)
+    assert answer["results"] == [{"status": "accepted", "id": first, "index": 0}, None], answer
+    assert sources(page) == ["a = 9", "x = 10", "y = 2"]
+    time.sleep(0.5)
+    assert len([m for m in got(page) if m.get("id") == 41]) == 1  # one reply, not a second at the end
 
 
 def test_a_review_follows_its_cell_when_moved_and_ends_missing_when_deleted(nb: Any) -> None:
@@ -769,6 +790,47 @@ def test_the_agent_is_told_when_the_user_rejects_an_insert_and_a_delete(agent: A
     ]
     rows = turn.locator("details.shiro-change summary").all_inner_texts()
     assert rows == ["✗ insert after cell 1: +1 −0 · rejected", "✗ delete of cell 2: +0 −1 · rejected"], rows
+
+
+def test_a_stop_after_one_accept_keeps_it_and_says_exactly_what_went_in(agent: Any, lab: Lab) -> None:
+    """The user accepts the insert of a step that also deletes, then presses Stop: the insert stays, the
+    delete goes away undecided, and the saved rows and what the model is told say exactly that."""
+    page = agent
+    lab.fake.enqueue(
+        Reply(tool_calls=[READ]),
+        Reply(
+            text="One new cell, one stale cell gone.",
+            tool_calls=[
+                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
+                Call("notebook_delete", {"cell": 2}),
+            ],
+        ),
+    )
+    reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "a = 1", "stale = 0", "%shiro tidy up"])
+    before = len(lab.fake.requests)
+    run_all(page)
+    ghost = cell(page, 1).locator(".shiro-proposed-cell")
+    ghost.wait_for(timeout=30_000)
+    ghost.locator(".shiro-review-accept").click()
+    cell(page, 3).locator(".shiro-review-delete").wait_for(timeout=10_000)  # the stale cell, below the new one
+    page.locator(".jupyter-widgets button:has-text('Stop')").first.click()
+    turn = final_turn(page, 4, "One new cell, one stale cell gone.")
+    page.locator(".shiro-review").first.wait_for(state="detached", timeout=10_000)
+    assert sources(page)[1:4] == ["a = 1", "b = a + 1", "stale = 0"]
+    rows = turn.locator("details.shiro-change summary").all_inner_texts()
+    assert rows == ["✓ inserted cell 2: +1 −0", "✗ delete of cell 2: +0 −1 · stopped"], rows
+    told = kernel_print(
+        page,
+        "__import__('json').dumps([p.output for m in get_ipython().magics_manager.registry['ShiroMagics'].agent"
+        ".session.messages for p in m.tool_results()][-2:])",
+    )
+    assert json.loads(told) == [
+        "Inserted cell 2 (the user accepted it).",
+        "Error: not applied — the user stopped the turn before deciding on this deletion of cell 2; the notebook "
+        "is unchanged there",
+    ]
+    assert len(lab.fake.requests) == before + 2  # no model call after the Stop
+    shot(page, "cells-agent-stop-after-accept")
 
 
 def test_an_accepted_edit_is_one_undo_step_in_the_cells_editor(agent: Any, lab: Lab) -> None:

@@ -358,8 +358,10 @@ def test_a_review_nobody_answers_is_a_refusal_and_no_other_is_put_that_turn(shir
 
 
 def test_a_stop_during_a_review_says_what_an_accept_before_it_left(shiro_shell, fake_openai, front):
-    """Stop while a review waits: the call's result does not claim nothing changed (a change accepted
-    before the stop is applied at its Accept); it tells the model to read the notebook again."""
+    """Stop while a review waits, with a front end that does not say what was decided (an older one): the
+    call's result does not claim nothing changed (a change accepted before the stop is applied at its
+    Accept); it tells the model to read the notebook again."""
+    front.withdraws = False
     agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
     front.answers = [lambda fe: (threading.Timer(0.3, agent.abort.set).start(), None)[1]]
     fake_openai.enqueue(
@@ -368,3 +370,68 @@ def test_a_stop_during_a_review_says_what_an_accept_before_it_left(shiro_shell, 
     run(shiro_shell, "%shiro edit it")
     results = [p.output for m in agent.session.messages for p in m.tool_results() if p.name == "notebook_edit"]
     assert results == [f"Error: {STOPPED['review']}"]
+
+
+TIDY = [
+    Call("notebook_edit", {"cell": 1, "source": FIX}),
+    Call("notebook_delete", {"cell": 2}),
+]
+
+
+def rows_of(bundle: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(e["change"]["kind"], e["change"]["status"]) for e in bundle["entries"] if e.get("change")]
+
+
+def test_a_stop_after_one_accept_says_exactly_what_went_in(shiro_shell, fake_openai, front):
+    """Stop after the user accepted the first of two changes: the front end answers the cancel with what was
+    decided, so the model and the saved rows say the edit is in and the delete is not (nothing vague)."""
+    agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
+    front.answers = ["accepted", lambda fe: (threading.Timer(0.3, agent.abort.set).start(), None)[1]]
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=TIDY), Reply("ok"))
+    bundle = bundle_of(shiro_shell, "%shiro tidy up")
+    assert [c.source for c in front.cells] == ["import pandas as pd", FIX, "df.groupby('month').sum()"]
+    results = [p.output for m in agent.session.messages for p in m.tool_results()][1:]
+    assert results == [
+        "Edited cell 1: +1 −1 lines (the user accepted it).",
+        "Error: not applied — the user stopped the turn before deciding on this deletion of cell 2; the notebook "
+        "is unchanged there",
+    ]
+    assert rows_of(bundle) == [("edit", "accepted"), ("delete", "stopped")]
+    assert next(r for r in front.requests if r["type"] == "cancel")["id"] == 2  # the review's request
+
+
+def test_a_review_half_answered_when_the_time_is_up_keeps_the_answered_half(shiro_shell, fake_openai, front):
+    """The user accepted one change and went away: at Shiro.approval_timeout_s the accepted edit is told as
+    accepted, the other as an approval nobody answered; the front end answered, so it stays attached."""
+    run(shiro_shell, "%config Shiro.approval_timeout_s = 0.4")
+    front.answers = ["accepted", lambda fe: None]
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=TIDY), Reply("ok"))
+    bundle = bundle_of(shiro_shell, "%shiro tidy up")
+    assert told(fake_openai) == [
+        "Edited cell 1: +1 −1 lines (the user accepted it).",
+        UNANSWERED_DENIAL.format(name="notebook_delete", seconds=0.4),
+    ]
+    assert rows_of(bundle) == [("edit", "accepted"), ("delete", "unanswered")]
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply("read"))
+    run(shiro_shell, "%shiro read it")
+    assert front.opened == 1 and FIX in told(fake_openai)[0]  # no new comm was needed
+
+
+def test_a_stop_after_the_user_accepted_a_later_change_tells_it_as_accepted(shiro_shell, fake_openai, front):
+    """The user accepted the second change of a step and then stopped the turn: the second call (which the
+    turn no longer runs after a Stop) is still told and recorded as accepted, the first as not applied."""
+    agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
+    front.answers = ["later", lambda fe: (threading.Timer(0.3, agent.abort.set).start(), "accepted")[1]]
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=TIDY), Reply("ok"))
+    bundle = bundle_of(shiro_shell, "%shiro tidy up")
+    assert [c.source for c in front.cells] == [
+        "import pandas as pd",
+        "df = pd.read_csv('sales.csv', parse_dates=['date'])",
+    ]
+    results = [p.output for m in agent.session.messages for p in m.tool_results()][1:]
+    assert results == [
+        "Error: not applied — the user stopped the turn before deciding on this edit of cell 1; the notebook is "
+        "unchanged there",
+        "Deleted cell 2 (the user accepted it).",
+    ]
+    assert rows_of(bundle) == [("edit", "stopped"), ("delete", "accepted")]
