@@ -542,6 +542,11 @@ def test_closing_the_notebook_rejects_what_waits_for_review(nb: Any, lab: Lab) -
 # -- end to end: the kernel's cell tools (shiro_kernel/notebook/) with the fake model ------------------------------
 
 READ = Call("notebook_read", {"cells": None, "images": None})
+#: one step that inserts `b = a + 1` after cell 1 and deletes cell 2
+TIDY = [
+    Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
+    Call("notebook_delete", {"cell": 2}),
+]
 
 
 @pytest.fixture(scope="module")
@@ -726,10 +731,7 @@ def test_the_agent_inserts_and_deletes_and_accept_all_applies_both(agent: Any, l
         Reply(text="Reading.", tool_calls=[READ]),
         Reply(
             text="One new cell, one stale cell gone.",
-            tool_calls=[
-                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
-                Call("notebook_delete", {"cell": 2}),
-            ],
+            tool_calls=TIDY,
         ),
         Reply(text="Added `b`, removed the stale cell."),
     )
@@ -765,12 +767,7 @@ def test_the_agent_is_told_when_the_user_rejects_an_insert_and_a_delete(agent: A
     page = agent
     lab.fake.enqueue(
         Reply(tool_calls=[READ]),
-        Reply(
-            tool_calls=[
-                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
-                Call("notebook_delete", {"cell": 2}),
-            ]
-        ),
+        Reply(tool_calls=TIDY),
         Reply(text="Leaving the notebook as it is."),
     )
     reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "a = 1", "keep = 0", "%shiro tidy up"])
@@ -800,10 +797,7 @@ def test_a_stop_after_one_accept_keeps_it_and_says_exactly_what_went_in(agent: A
         Reply(tool_calls=[READ]),
         Reply(
             text="One new cell, one stale cell gone.",
-            tool_calls=[
-                Call("notebook_insert", {"after": 1, "source": "b = a + 1", "cell_type": "code"}),
-                Call("notebook_delete", {"cell": 2}),
-            ],
+            tool_calls=TIDY,
         ),
     )
     reset(page, ['%load_ext shiro_kernel\n%config Shiro.approval = "ask"', "a = 1", "stale = 0", "%shiro tidy up"])
