@@ -8,8 +8,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip 2>&1 | grep -v "is ignored" || true
+# The test extra holds llama-cpp-python (a real engine for the real-engine tests), which pip builds from source
+# once (~8 min on 2 cores; its wheel cache serves it after): GGML_NATIVE=OFF makes that build run on any x86-64,
+# not only on the CPU that built it.
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF}"
 .venv/bin/python -m pip install --quiet -e '.[test]' 2>&1 | grep -v "is ignored" || true
-.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest, playwright, mcp" # fail loudly if the install did not work
+.venv/bin/python -c "import shiro_kernel, openai, nbclient, pytest, playwright, mcp, pandas, llama_cpp" # fail loudly if the install did not work
 .venv/bin/jupyter labextension list 2>&1 | grep -q "shiro-kernel-labextension.*enabled" || { echo "the labextension was not built/installed" >&2; exit 1; }
 # The browser tests drive Debian's Chromium (never `playwright install`, which downloads from outside).
 if [ ! -x /usr/bin/chromium ] && [ ! -x /usr/lib/chromium/chromium ]; then
