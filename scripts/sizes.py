@@ -1,4 +1,7 @@
-"""The size rule (issue 24): no module of the package over 500 lines, no function over 80.
+"""The size rule: no module of the package over 800 lines, no function over 80.
+
+The module ceiling is a guard against god modules, never a reason to move code (issue 34): a module is split
+when it holds several concepts, by concept, not when it nears a number.
 
 Prints each one over, and exits 1 when there is any: ``.venv/bin/python scripts/sizes.py [FOLDER]``
 (``shiro_kernel`` by default; the built labextension is skipped). A function's length is its
@@ -11,7 +14,7 @@ import ast
 import sys
 from pathlib import Path
 
-MODULE_LINES = 500
+MODULE_LINES = 800
 FUNCTION_LINES = 80
 
 
@@ -35,7 +38,7 @@ def over(root: Path) -> list[str]:
 
 def main(argv: list[str]) -> int:
     found = over(Path(argv[0] if argv else "shiro_kernel"))
-    print("\n".join(found) if found else "no module over 500 lines, no function over 80")
+    print("\n".join(found) if found else f"no module over {MODULE_LINES} lines, no function over {FUNCTION_LINES}")
     return 1 if found else 0
 
 
