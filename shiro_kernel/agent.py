@@ -368,9 +368,11 @@ class Agent:
         key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted))
         if self._built is not None and self._built[0] == key:
             return self._built[1]
-        agents_md = read_instructions(ctx.root, ctx.notebook_path).block()
+        agents_md = read_instructions(ctx.root, ctx.notebook_path)
+        for line in agents_md.notices:  # cut at the cap, or left out: said in the cell, once per session
+            emit(Notice(line, kind="warning"))
         memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "")
-        boot = "\n".join(b for b in (agents_md, *memory) if b)
+        boot = "\n".join(b for b in (agents_md.block(), *memory) if b)
         text = build_system_prompt(
             root=str(ctx.root),
             notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
