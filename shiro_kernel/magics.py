@@ -28,6 +28,12 @@ SURROGATES_ESCAPED = (
     "it); they are escaped as such a name's bytes are shown, and the prompt sent is: {prompt}"
 )
 
+#: what a ``%shiro`` cell says when the agent's own ``notebook_run`` runs it (its run result tells the model)
+RUN_BY_AGENT = (
+    "shiro: not run — the agent's notebook_run reached this %shiro cell during its own turn, and a turn never "
+    "starts inside another; run it yourself once that turn has ended"
+)
+
 if TYPE_CHECKING:
     from .agent import Agent
     from .line import Line
@@ -180,10 +186,14 @@ class ShiroMagics(Magics):
         from . import commands
         from .config import agent_variant
         from .line import GIVE_A_PROMPT
+        from .notebook import run_by_agent
         from .ui import kernel
         from .ui.kernel import has_frontend
         from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
 
+        if run_by_agent(self.shell, self.cell_id):  # a turn's notebook_run reached this cell: no turn in a turn
+            print(RUN_BY_AGENT)
+            return
         agent, action = self.agent, line.action
         agent_variant(self.settings, line.agent)  # an unknown variant: a RequestError, one line (``_run``)
         self._session_flags(agent, line)
@@ -302,6 +312,8 @@ class ShiroMagics(Magics):
         from .ui import kernel
         from .ui.live import LiveController
 
+        if self.controller is not None and self.controller.busy:
+            return self.controller  # a turn runs in the background: this line queues behind it, never beside it
         if not kernel.widget_frontend(self.shell, self.settings.frontend):
             return None
         if self.controller is None:

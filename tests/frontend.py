@@ -1,15 +1,20 @@
 """A stand-in for the labextension's end of the notebook channel (importable as ``frontend``): a document of
 cells that answers the kernel's requests as docs/notebook-protocol.md says the front end must — read, review
 (the user's answer scripted per change), run (cells executed in a given shell), cancel — for in-process tests
-of the kernel side. The real front end is tested in Chromium (tests/browser/test_lab_cells.py)."""
+of the kernel side. :class:`Windows` puts several of them on one comm, as several browser windows (or real-time
+collaborators) on one notebook hear the kernel's comm. The real front end is tested in Chromium
+(tests/browser/test_lab_cells.py, tests/browser/test_lab_windows.py)."""
 
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from IPython.utils.capture import capture_output
 
 from shiro_kernel.notebook.channel import PROTOCOL, Channel
 
@@ -21,6 +26,10 @@ class Cell:
     id: str = ""
     outputs: list[dict[str, Any]] = field(default_factory=list)
     execution_count: int | None = None
+
+
+#: a cell that would start a turn (labextension/src/protocol.ts ``isShiroCell``)
+SHIRO_CELL = re.compile(r"^\s*%%?shiro\b|run_(?:line|cell)_magic\(\s*['\"]shiro['\"]", re.MULTILINE)
 
 
 @dataclass
@@ -43,6 +52,12 @@ class FrontEnd:
     withdraws: bool = True
     #: each review left undecided: what the user decided of it so far (None: not yet), by request id
     undecided: dict[int, list[dict[str, Any] | None]] = field(default_factory=dict)
+    #: this window's client id (its kernel connection's): said in hello, and requests ``to`` another are not served
+    client: str = "client-1"
+    #: it does not run a %shiro cell a run request names (the labextension's check); False: an older one that does
+    skips_turn_cells: bool = True
+    #: it answers every change accepted and changes nothing (a forged reply)
+    forges: bool = False
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     channel: Channel | None = None
 
@@ -54,7 +69,7 @@ class FrontEnd:
     def open(
         self,
         data: dict[str, Any],
-        on_message: Callable[[dict[str, Any]], None],
+        on_message: Callable[[dict[str, Any], str | None], None],
         on_close: Callable[[], None] = lambda: None,
     ) -> FrontEnd:
         assert data["protocol"] == PROTOCOL
@@ -63,13 +78,14 @@ class FrontEnd:
         self.gone = False  # a new comm: the (new) page answers it
         if self.answer_hello:
             hello = {"type": "hello", "protocol": PROTOCOL, "path": data.get("path"), "version": "test"}
-            on_message({**hello, "withdraws": True} if self.withdraws else hello)
+            hello["client"] = self.client
+            on_message({**hello, "withdraws": True} if self.withdraws else hello, self.client)
         return self
 
     def send(self, data: dict[str, Any]) -> None:
         self.requests.append(data)
-        if self.gone:
-            return
+        if self.gone or data.get("to", self.client) != self.client:
+            return  # gone, or addressed to another window: not served here
         if data["type"] == "cancel":
             results = self.undecided.pop(data["id"], None)
             if results is not None and self.withdraws:
@@ -84,7 +100,8 @@ class FrontEnd:
 
     def _reply(self, number: int, reply: dict[str, Any]) -> None:
         # the answer comes from another thread, as the kernel's loop delivers it
-        threading.Timer(0.01, self._on_message, args=({"type": "reply", "id": number, "ok": True, **reply},)).start()
+        message = {"type": "reply", "id": number, "ok": True, **reply}
+        threading.Timer(0.01, self._on_message, args=(message, self.client)).start()
 
     def close(self) -> None:
         pass
@@ -115,6 +132,7 @@ class FrontEnd:
                 "editing": c.id == self.editing,
             }
             for i, c in enumerate(self.cells)
+            if data.get("ids") is None or c.id in data["ids"]
         ]
         return {"cells": rows, "dirty": self.dirty}
 
@@ -129,6 +147,10 @@ class FrontEnd:
                     return None
             if answer == "later":  # the user decides the others first, and this one not yet
                 results.append(None)
+                continue
+            if self.forges:  # whatever was decided, the reply says accepted, and the document is left as it was
+                index = self.index_of(change.get("id") or change.get("after"))
+                results.append({"status": "accepted", "id": change.get("id") or "cell-forged", "index": index})
                 continue
             results.append(self._apply(change) if answer == "accepted" else {"status": answer})
         if None in results:
@@ -166,10 +188,16 @@ class FrontEnd:
             if cell is None:
                 out.append({"id": cell_id, "status": "missing"})
                 continue
-            result = self.run_in.run_cell(cell.source, store_history=False)
+            if self.skips_turn_cells and SHIRO_CELL.search(cell.source):
+                out.append({"id": cell_id, "index": index, "status": "skipped", "execution_count": None, "outputs": []})
+                continue
+            with capture_output(stderr=False, display=False) as printed:  # run with its id, as JupyterLab sends it
+                result = self.run_in.run_cell(cell.source, store_history=False, cell_id=cell.id)
             text = repr(result.result) if result.result is not None else ""
             cell.execution_count = (cell.execution_count or 0) + 1
-            cell.outputs = [{"output_type": "execute_result", "data": {"text/plain": text}}] if text else []
+            # what it printed (the terminal displayhook prints a value too: a cell with a value shows that alone)
+            stream = [{"output_type": "stream", "name": "stdout", "text": printed.stdout}] if printed.stdout else []
+            cell.outputs = [{"output_type": "execute_result", "data": {"text/plain": text}}] if text else stream
             status = "error" if result.error_in_exec is not None else "ok"
             if status == "error":
                 cell.outputs = [
@@ -192,3 +220,29 @@ class FrontEnd:
             if status == "error":
                 break
         return {"cells": out}
+
+
+@dataclass
+class Windows:
+    """Several front ends on one comm (browser windows, or real-time collaborators, on one notebook): the
+    kernel's comm open and every message it sends reach each of them, and each answers on its own."""
+
+    fronts: list[FrontEnd]
+    replies_on_main_thread: bool = False
+
+    def open(
+        self,
+        data: dict[str, Any],
+        on_message: Callable[[dict[str, Any], str | None], None],
+        on_close: Callable[[], None] = lambda: None,
+    ) -> Windows:
+        for front in self.fronts:
+            front.open(data, on_message, on_close)
+        return self
+
+    def send(self, data: dict[str, Any]) -> None:
+        for front in self.fronts:
+            front.send(data)
+
+    def close(self) -> None:
+        pass

@@ -5,12 +5,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .channel import Channel, IpykernelTransport
 from .document import LiveNotebook
 
 _live: dict[int, LiveNotebook] = {}
+_hooks: dict[int, Callable[[Any], None]] = {}
 
 
 def live_notebook(shell: Any) -> LiveNotebook | None:
@@ -20,7 +22,38 @@ def live_notebook(shell: Any) -> LiveNotebook | None:
     found = _live.get(id(shell))
     if found is None:
         found = _live[id(shell)] = LiveNotebook(Channel(IpykernelTransport()))
+        _watch_runners(shell, found)
     return found
+
+
+def _watch_runners(shell: Any, live: LiveNotebook) -> None:
+    """Note which client (browser window) runs each cell (IPython's ``pre_run_cell``): the front end that ran
+    a turn's ``%shiro`` cell serves that turn's requests."""
+
+    def noted(info: Any) -> None:
+        cell_id = getattr(info, "cell_id", None)
+        client = _client_of(shell)
+        if isinstance(cell_id, str) and cell_id and client:
+            live.note_cell(cell_id, client)
+
+    _hooks[id(shell)] = noted
+    shell.events.register("pre_run_cell", noted)
+
+
+def _client_of(shell: Any) -> str | None:
+    """The client session of the execute request the kernel runs now (its header's ``session``)."""
+    try:
+        session = shell.kernel.get_parent("shell")["header"]["session"]
+    except Exception:  # any kernel's get_parent, or a request without a header: not known
+        return None
+    return session if isinstance(session, str) and session else None
+
+
+def run_by_agent(shell: Any, cell_id: str | None) -> bool:
+    """Is cell ``cell_id`` being run by the agent's own ``notebook_run`` (so a ``%shiro`` line in it must not
+    start a turn inside the running one)?"""
+    found = _live.get(id(shell))
+    return found is not None and cell_id is not None and cell_id in found.running
 
 
 def attach(shell: Any, channel: Channel) -> LiveNotebook:
@@ -34,6 +67,12 @@ def detach(shell: Any) -> None:
     found = _live.pop(id(shell), None)
     if found is not None:
         found.channel.close()
+    hook = _hooks.pop(id(shell), None)
+    if hook is not None:
+        try:
+            shell.events.unregister("pre_run_cell", hook)
+        except ValueError:  # not registered any more
+            pass
 
 
-__all__ = ["Channel", "LiveNotebook", "attach", "detach", "live_notebook"]
+__all__ = ["Channel", "LiveNotebook", "attach", "detach", "live_notebook", "run_by_agent"]

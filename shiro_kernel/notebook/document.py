@@ -4,6 +4,11 @@
   sources) of that read, so a change goes to the cell the model meant even when cells moved since, and an edit
   of a cell that changed since it was read is refused (``expect``: the front end checks it again at Accept).
 * The changes of one step go to the front end as one review (Accept all); each call gets its own result.
+* A change the front end says it made counts only once the document shows it: after a review, the changed
+  cells are read back, and an accepted change the document does not hold is ``unconfirmed`` (a reply alone,
+  forged or wrong, never leaves a saved row saying the notebook changed).
+* Requests go to the front end that ran the turn's ``%shiro`` cell (:meth:`LiveNotebook.note_cell`); when it
+  has not said hello (a window opened after the comm was), the channel is opened again once so it can.
 * Nothing here writes the ``.ipynb``: the front end changes its own document (docs/notebook-protocol.md).
 """
 
@@ -23,6 +28,15 @@ READ_TIMEOUT_S = 10.0
 #: a cell run may be long: it ends when the cells end, or on Stop
 RUN_TIMEOUT_S = 24 * 3600.0
 NOT_READ = "read the notebook with notebook_read first: changes name cells by the index it shows"
+#: how many cells' runners are remembered (the cells a turn may start from)
+RUNNERS_KEPT = 256
+#: seconds the read that checks a review's accepted changes may take
+CONFIRM_TIMEOUT_S = 5.0
+#: what ``notebook_run`` answers for a ``%shiro`` cell (the front end does not run it: status ``skipped``)
+SKIPPED_TURN_CELL = (
+    "skipped: a %shiro cell is never run by notebook_run (it would start a turn inside this one); nothing ran "
+    "in it — ask the user to run it once this turn has ended"
+)
 
 
 @dataclass
@@ -81,6 +95,13 @@ class LiveNotebook:
         self.seen: dict[str, str] = {}
         #: the ``%shiro`` cell of the running turn (``propose_cell`` inserts below it)
         self.turn_cell: str | None = None
+        #: which client (a browser window's kernel connection) ran each cell, newest last: the front end that
+        #: ran the turn's cell serves its requests
+        self.ran_by: dict[str, str] = {}
+        #: the ids of the cells a ``notebook_run`` is running now (a ``%shiro`` cell among them must not start
+        #: a turn: :func:`shiro_kernel.notebook.run_by_agent`)
+        self.running: frozenset[str] = frozenset()
+        self._reopened: set[str] = set()
         #: a question of this turn went unanswered (a review, or an approval in the live view): none is put
         #: again until the next turn (the agent resets it), so the turn and the queue move on
         self.unanswered = False
@@ -93,10 +114,35 @@ class LiveNotebook:
     def read(self, abort: threading.Event | None = None) -> dict[str, Any]:
         """The live document (unsaved edits included): ``cells`` with index, id, type, source, outputs,
         whether the user is editing it; remembered as what the agent has read."""
-        reply = self.channel.request("read", timeout=READ_TIMEOUT_S, abort=abort)
+        reply = self.channel.request("read", timeout=READ_TIMEOUT_S, abort=abort, to=self.server())
         cells = [c for c in reply.get("cells") or [] if isinstance(c, dict)]
         self.remember(cells)
         return {"cells": cells, "dirty": bool(reply.get("dirty"))}
+
+    def unavailable(self) -> str | None:
+        """Why no front end can act on the document now (one sentence), or None."""
+        return self.channel.unavailable(self.server())
+
+    # -- which front end serves ----------------------------------------------------------------------
+    def note_cell(self, cell_id: str, client: str) -> None:
+        """``client`` (a front end's kernel connection) runs cell ``cell_id`` now."""
+        with self._lock:
+            self.ran_by.pop(cell_id, None)
+            self.ran_by[cell_id] = client
+            while len(self.ran_by) > RUNNERS_KEPT:
+                del self.ran_by[next(iter(self.ran_by))]
+
+    def server(self) -> str | None:
+        """The client whose front end serves this turn's requests: the one that ran its ``%shiro`` cell (None:
+        not known, the channel picks). When that front end has not said hello on the open comm (its window was
+        opened after the comm), the comm is opened again, once per client, so that it can."""
+        client = self.ran_by.get(self.turn_cell) if self.turn_cell else None
+        channel = self.channel
+        if client is None or channel.knows(client) or client in self._reopened or channel.unavailable() is not None:
+            return client
+        self._reopened.add(client)
+        channel.reopen()
+        return client
 
     def remember(self, cells: list[dict[str, Any]]) -> None:
         """What the agent has seen (a live read, or the file on disk): ids by index, sources by id."""
@@ -148,6 +194,9 @@ class LiveNotebook:
         abort: threading.Event | None,
     ) -> dict[str, Outcome]:
         outcomes: dict[str, Outcome] = {}
+        reason = self.unavailable()  # said first: nothing could change the notebook, read or not
+        if reason is not None:
+            return {call_id: Outcome(f"Error: {reason}", True) for call_id, _name, _args in batch}
         changes: list[Change] = []
         for call_id, name, args in batch:
             try:
@@ -163,6 +212,7 @@ class LiveNotebook:
                 "review",
                 timeout=timeout if review else READ_TIMEOUT_S,
                 abort=abort,
+                to=self.server(),
                 changes=[c.to_wire() for c in changes],
                 review=review,
                 turn=self.turn_cell,
@@ -183,10 +233,33 @@ class LiveNotebook:
         except ToolError as exc:
             return {**outcomes, **{c.call_id: Outcome(f"Error: {exc}", True) for c in changes}}
         results = [r for r in reply.get("results") or [] if isinstance(r, dict)]
+        told = {k: results[k] if k < len(results) else {"status": "missing"} for k in range(len(changes))}
+        checked = self._confirmed(changes, told)
         for number, change in enumerate(changes):
-            result = results[number] if number < len(results) else {"status": "missing"}
-            outcomes[change.call_id] = self._outcome(change, result, review)
+            outcomes[change.call_id] = self._outcome(change, checked[number], review)
         return outcomes
+
+    def _confirmed(self, changes: list[Change], results: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """``results`` as the document shows them: the cells of the changes said accepted are read back, and
+        one the document does not hold (an edited cell without the new source, an inserted cell that is not
+        there, a deleted cell still there) is ``unconfirmed``, as is each when the read fails."""
+        accepted = [k for k, r in results.items() if r.get("status") in ("accepted", "applied")]
+        if not accepted:
+            return results
+        ids = [cid for k in accepted for cid in (changes[k].cell_id, results[k].get("id")) if isinstance(cid, str)]
+        ids = list(dict.fromkeys(ids))  # an edit's cell is named twice
+        try:
+            reply = self.channel.request("read", timeout=CONFIRM_TIMEOUT_S, to=self.server(), ids=ids)
+            found: dict[str, dict[str, Any]] | None = {
+                str(c.get("id")): c for c in reply.get("cells") or [] if isinstance(c, dict)
+            }
+        except ToolError:  # no answer: nothing the front end said can be checked
+            found = None
+        checked = dict(results)
+        for k in accepted:
+            shown, index = _shown(changes[k], results[k], found)
+            checked[k] = {**results[k], "index": index} if shown else {**results[k], "status": "unconfirmed"}
+        return checked
 
     def _withdrawn(
         self, changes: list[Change], decided: dict[int, dict[str, Any]], status: str, review: bool, timeout: float
@@ -194,6 +267,7 @@ class LiveNotebook:
         """The outcomes of a review withdrawn (``status``: ``stopped`` or ``unanswered``): each change the user
         decided before it as decided, each other one not applied, with its row."""
         outcomes: dict[str, Outcome] = {}
+        decided = self._confirmed(changes, decided)
         for number, change in enumerate(changes):
             if number in decided:
                 outcomes[change.call_id] = self._outcome(change, decided[number], review)
@@ -277,6 +351,8 @@ class LiveNotebook:
             "missing": f"not applied — {where} no longer exists; read the notebook again",
             "stopped": f"not applied — the user stopped the turn before deciding on this {what}; the notebook is "
             "unchanged there",
+            "unconfirmed": f"not confirmed — the front end answered that this {what} was made, but the notebook "
+            "does not show it; read the notebook again before changing it",
         }
         return Outcome("Error: " + texts.get(status, f"not applied ({status})"), True, row)
 
@@ -297,9 +373,17 @@ class LiveNotebook:
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, indices: list[Any], abort: threading.Event | None = None) -> list[dict[str, Any]]:
-        """Run code cells in the front end (their outputs land in the document); each one's outputs."""
+        """Run code cells in the front end (their outputs land in the document); each one's outputs. While
+        they run, :attr:`running` holds their ids (a ``%shiro`` cell among them does not start a turn)."""
+        reason = self.unavailable()
+        if reason is not None:
+            raise ToolError(reason)
         ids = [self._target(i, "cell")[1] for i in indices]
-        reply = self.channel.request("run", timeout=RUN_TIMEOUT_S, abort=abort, ids=ids)
+        self.running = frozenset(ids)
+        try:
+            reply = self.channel.request("run", timeout=RUN_TIMEOUT_S, abort=abort, to=self.server(), ids=ids)
+        finally:
+            self.running = frozenset()
         return [c for c in reply.get("cells") or [] if isinstance(c, dict)]
 
 
@@ -307,4 +391,20 @@ def _text(value: Any) -> str:
     return "".join(value) if isinstance(value, list) else str(value or "")
 
 
-__all__ = ["NOT_READ", "REVIEWED", "Change", "LiveNotebook", "Outcome", "diff_of"]
+def _shown(change: Change, result: dict[str, Any], cells: dict[str, dict[str, Any]] | None) -> tuple[bool, Any]:
+    """Does the document (``cells`` read back by id; None: not read) hold an accepted change? And the index of
+    its cell now (for a delete, the index it had)."""
+    if cells is None:
+        return False, None
+    if change.kind == "delete":
+        return change.cell_id not in cells, result.get("index")
+    cell = cells.get(str(change.cell_id if change.kind == "edit" else result.get("id")))
+    if cell is None or _text(cell.get("source")) != change.source:
+        return False, None
+    if change.kind == "insert" and cell.get("cell_type", change.cell_type) != change.cell_type:
+        return False, None
+    index = cell.get("index")
+    return True, index if isinstance(index, int) and not isinstance(index, bool) else result.get("index")
+
+
+__all__ = ["NOT_READ", "REVIEWED", "SKIPPED_TURN_CELL", "Change", "LiveNotebook", "Outcome", "diff_of"]

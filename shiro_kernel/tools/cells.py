@@ -7,7 +7,8 @@ applied at once; under ``"read-only"`` it is refused. These tools are ``reviewed
 before them: the review is the question). ``notebook_run`` runs cells, so it asks like ``python``. All of them
 run off the kernel's thread (``kernel_thread=False``): the front end's answer reaches the kernel only while
 its thread is free. Where no front end with the extension is attached (nbclient, papermill, terminal
-IPython, VS Code) they say so in one sentence, and the model shows code instead.
+IPython, VS Code) they say so in one sentence, and the model shows code instead. ``notebook_run`` never runs
+a ``%shiro`` cell (a turn never starts inside a turn): the front end skips it, and the model is told.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import base64
 from typing import Any
 
 from ..notebook.channel import NO_FRONT_END
-from ..notebook.document import LiveNotebook
+from ..notebook.document import SKIPPED_TURN_CELL, LiveNotebook
 from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 from .notebook import OUTPUT_CHARS, _output_text
 
@@ -64,6 +65,9 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     images: list[Image] = []
     for cell in cells:
         status = cell.get("status")
+        if status == "skipped":  # a %shiro cell: the front end does not run it inside this turn
+            parts.append(f"[{cell.get('index')}] {SKIPPED_TURN_CELL}")
+            continue
         head = f"[{cell.get('index')}] {status}"
         if cell.get("execution_count") is not None:
             head += f" (execution {cell['execution_count']})"

@@ -6,6 +6,7 @@ at my plot in cell 5" works) and ``propose_cell`` (a new cell below the asking o
 from __future__ import annotations
 
 import base64
+import json
 import re
 from typing import Any
 
@@ -16,6 +17,9 @@ from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
 SOURCE_CHARS = 10_000  # per cell source
 OUTPUT_CHARS = 2_000  # per output
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+#: a ``%shiro`` cell's saved turn (docs/turn-format.md), and the live view's widget while the turn runs
+TURN_MIME = "application/vnd.shiro.turn+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def _text(value: Any) -> str:
@@ -31,6 +35,10 @@ def _output_text(output: Any) -> str:
     if kind in ("execute_result", "display_data", "update_display_data"):
         data = output.get("data")
         data = data if isinstance(data, dict) else {}
+        if TURN_MIME in data:  # a %shiro cell's turn: its answer, not a rendering of every row
+            return _turn_text(data[TURN_MIME])
+        if WIDGET_MIME in data and _text(data.get("text/plain", "")).startswith("TurnView("):
+            return "(a shiro turn, still running: its answer is not in yet)"
         pieces = []
         if "text/plain" in data:
             pieces.append(cut(_ANSI.sub("", _text(data["text/plain"])).rstrip("\n"), OUTPUT_CHARS))
@@ -39,6 +47,30 @@ def _output_text(output: Any) -> str:
             pieces.extend(f"<{mime}>" for mime in data)
         return "\n".join(pieces)
     return f"<{kind} output>"
+
+
+def _turn_text(bundle: Any) -> str:
+    """A saved turn as the model reads it: how it ended and its answer (the last text it showed)."""
+    if isinstance(bundle, str):
+        try:
+            bundle = json.loads(bundle)
+        except ValueError:
+            bundle = None
+    if not isinstance(bundle, dict):
+        return "(a shiro turn whose saved record cannot be read)"
+    entries = bundle.get("entries")
+    texts = (
+        [e.get("text") for e in entries if isinstance(e, dict) and e.get("type") == "text"]
+        if isinstance(entries, list)
+        else []
+    )
+    answer = next((t for t in reversed(texts) if isinstance(t, str) and t.strip()), None)
+    end = bundle.get("end")
+    reason = end.get("reason") if isinstance(end, dict) else None
+    head = f"shiro's turn ({cut(reason, 40, ellipsis='…')})" if isinstance(reason, str) and reason else "shiro's turn"
+    if not answer:
+        return f"{head}, with no answer text"
+    return cut(f"{head}: {_ANSI.sub('', answer).strip()}", OUTPUT_CHARS)
 
 
 def _outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -92,7 +124,7 @@ def _live_cells(ctx: ToolContext) -> tuple[list[dict[str, Any]], str] | None:
     """The live document's cells and how to say where they came from; None without a front end that
     answers (then the file on disk is read)."""
     notebook = ctx.notebook
-    if notebook is None or not notebook.channel.attached:
+    if notebook is None or notebook.unavailable() is not None:  # a hello on its way is waited for a moment
         return None
     try:
         read = notebook.read(ctx.abort)

@@ -69,3 +69,23 @@ def test_headless_cell_tools_refuse_in_one_sentence_and_the_turn_finishes(fake_o
     assert all("change" not in e for e in bundle["entries"] if e["type"] == "tool")  # nothing was changed
     assert KEY not in json.dumps(nb)
     assert fake_openai.validation_errors == []
+
+
+def test_headless_an_edit_before_any_read_says_nothing_can_edit_first(fake_openai, tmp_path):
+    """Issue 32 #6: nbclient, an edit and a run before any read: the model is told that no front end can edit,
+    not to read the notebook first (a read would not help it)."""
+    fake_openai.enqueue(
+        Reply(
+            text="Editing.",
+            tool_calls=[Call("notebook_edit", {"cell": 1, "source": "x = 2"}), Call("notebook_run", {"cells": [1]})],
+        ),
+        Reply(text="Set `x = 2` yourself."),
+    )
+    sources = ["%load_ext shiro_kernel\n%config Shiro.approval = 'auto'", "x = 1", "%shiro --wait set x to 2"]
+    nb = run_notebook(
+        tmp_path / "edit-first.ipynb",
+        sources,
+        {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_openai.base_url, "SHIRO_MODEL": "gpt-4o-mini"},
+    )
+    assert results(fake_openai.requests[1].body) == [f"Error: {UNANSWERED_BLOCKED}"] * 2
+    assert [c.source for c in nb.cells] == sources
