@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,14 @@ def lab_fake() -> Iterator[FakeOpenAI]:
 
 @pytest.fixture(scope="session")
 def lab(lab_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    base = tmp_path_factory.mktemp("lab")
+    with serve_lab(tmp_path_factory.mktemp("lab"), lab_fake) as served:
+        yield served
+
+
+@contextmanager
+def serve_lab(base: Path, lab_fake: FakeOpenAI, *, rtc: bool = False) -> Iterator[Lab]:
+    """A JupyterLab server working in ``base`` whose kernels talk to ``lab_fake``; with jupyter-collaboration
+    installed, real-time collaboration is on only where ``rtc`` asks for it (tests/browser/test_lab_windows.py)."""
     root = base / "notebooks"
     root.mkdir()
     ipython = base / "ipython" / "profile_default"
@@ -103,6 +111,7 @@ def lab(lab_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Itera
             "--LabApp.expose_app_in_browser=True",
             "--ServerApp.disable_check_xsrf=True",
             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            f"--YDocExtension.disable_rtc={not rtc}",  # ignored without jupyter-collaboration
         ],
         cwd=root,
         env=env,
