@@ -11,8 +11,11 @@ It clones what is *committed* (HEAD of this checkout): uncommitted changes are n
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,10 +25,47 @@ import nbformat
 import pytest
 from kernelutil import outputs_text
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the test extra installs tomli there
+    import tomli as tomllib
+
 REPO = Path(__file__).resolve().parents[1]
 DEMO = Path("binder") / "demo.ipynb"
 # what a newcomer's shell does not have: no key, no server, no model, no replay override, no venv of ours
 DROPPED = ("OPENAI_", "SHIRO_", "JUPYTER", "JPY_", "IPYTHONDIR", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "MPL")
+
+
+def demo_imports() -> set[str]:
+    """The top-level modules binder/demo.ipynb imports: in its code cells, and in the code of its recorded turns'
+    ``python`` calls, which a replay runs again."""
+    nb = nbformat.read(REPO / DEMO, as_version=4)
+    sources = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        sources.append("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        for out in cell.get("outputs", []):
+            turn = out.get("data", {}).get("application/vnd.shiro.turn+json", {})
+            sources += [e["code"] for e in turn.get("entries", []) if e.get("name") == "python" and e.get("code")]
+    modules = set()
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                modules.add(node.module.split(".")[0])
+    return modules
+
+
+def project_name(requirement: str) -> str:
+    return re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0].strip().lower().replace("_", "-")
+
+
+def extras_installed(script: Path) -> list[set[str]]:
+    """The extras of each ``pip install … '.[EXTRAS]'`` line of a setup script."""
+    found = re.findall(r"pip install [^\n]*'\.\[([\w,-]+)\]'", script.read_text())
+    return [set(extras.split(",")) for extras in found]
 
 
 def newcomer_env(tmp: Path) -> dict[str, str]:
@@ -114,6 +154,19 @@ def kernel_of(checkout: Path, env: dict[str, str]) -> dict[str, Any]:
     )
     spec: dict[str, Any] = json.loads(listed.stdout)["kernelspecs"]["python3"]
     return spec
+
+
+def test_run_sh_and_binder_install_the_demo_extra_which_holds_what_the_demo_imports():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    demo = {project_name(r) for r in project["optional-dependencies"].get("demo", [])}
+    provided = demo | {project_name(r) for r in project["dependencies"]}
+    distributions = importlib.metadata.packages_distributions()
+    imported = demo_imports() - set(sys.stdlib_module_names) - {"shiro_kernel"}
+    assert {"pandas", "matplotlib"} <= imported  # the scan reads the cells and the recorded turns' code
+    missing = {m for m in imported if not {project_name(d) for d in distributions.get(m, [m])} & provided}
+    assert missing == set(), f"binder/demo.ipynb imports {sorted(missing)}, which the demo extra does not install"
+    for script in (REPO / "scripts" / "run.sh", REPO / "binder" / "postBuild"):
+        assert any("demo" in extras for extras in extras_installed(script)), f"{script.name} skips the demo extra"
 
 
 @pytest.mark.timeout(1200)  # the first run on a machine fills pip's and npm's caches; later ones take ~2 minutes
