@@ -1,5 +1,7 @@
 """One running ``%shiro`` cell: replay its recorded turn when there is one that may run, say why not when the
-notebook is not trusted, or leave it to the model.
+notebook is not trusted, or leave it to the model. This machine's session records count only for the notebook
+they were recorded in (their ``notebookPath``): anywhere else the turn is the bundle's, and needs trust
+(:mod:`.trust`), as does a ``notebook`` setting made by a cell of the notebook itself.
 
 What the magic calls before it asks the model (the caller decides that the cell is a turn with a prompt,
 not ``--again``, and keeps the ids of the turns run or replayed in this kernel in ``seen``)::
@@ -24,7 +26,13 @@ from typing import TYPE_CHECKING, Any, overload
 from ..events import Event
 from .find import Found, find_turn
 from .run import NOTEBOOK, ReplayResult, run_plan
-from .trust import may_replay_from_notebook, may_replay_from_record, notebook_trusted, untrusted_refusal
+from .trust import (
+    may_replay_from_notebook,
+    may_replay_from_record,
+    notebook_trusted,
+    outside_setting,
+    untrusted_refusal,
+)
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -66,7 +74,12 @@ class _Messages(Sequence[Any]):
 def in_memory(session: Session) -> Mapping[str, Any]:
     """The record of the kernel's current session, from memory: what a replay reads of it (its turns and the
     messages of one turn) without writing and parsing the whole record at each ``%shiro``."""
-    return {"id": session.id, "turns": list(session.turns), "messages": _Messages(session.messages)}
+    return {
+        "id": session.id,
+        "notebookPath": session.notebook_path,
+        "turns": list(session.turns),
+        "messages": _Messages(session.messages),
+    }
 
 
 def _reader(store: SessionStore | None, current: Session | None = None) -> Callable[[str], Mapping[str, Any] | None]:
@@ -96,6 +109,31 @@ def _reader(store: SessionStore | None, current: Session | None = None) -> Calla
 
 #: the record read last, by (path, mtime, size): [stamp, record]
 _last_record: list[Any] = [None, None]
+
+
+def same_notebook(recorded: Any, running: Path | None) -> bool:
+    """Whether a record's ``notebookPath`` names the running notebook (both none: a shell with no notebook,
+    whose sessions are found by their working directory)."""
+    if running is None or recorded is None:
+        return running is None and recorded is None
+    if not isinstance(recorded, str):
+        return False
+    return os.path.normcase(os.path.realpath(recorded)) == os.path.normcase(os.path.realpath(running))
+
+
+def _of_this_notebook(
+    load: Callable[[str], Mapping[str, Any] | None], path: Path | None
+) -> Callable[[str], Mapping[str, Any] | None]:
+    """Only the records made in the running notebook: a turn replays from this machine's record (no trust
+    asked: it ran here, approved) only in the notebook it was recorded in. A ``%shiro`` cell copied with its
+    bundle into another notebook or folder finds its record left out, so it replays from the bundle, which
+    needs that notebook's trust like any other."""
+
+    def load_ours(session_id: str) -> Mapping[str, Any] | None:
+        record = load(session_id)
+        return record if record is not None and same_notebook(record.get("notebookPath"), path) else None
+
+    return load_ours
 
 
 def _notebook(path: Path | None) -> dict[str, Any] | None:
@@ -142,16 +180,18 @@ def replay_cell(
         prompt=prompt,
         ordinal=ordinal,
         notebook=_notebook(path),
-        load=_reader(store, current),
+        load=_of_this_notebook(_reader(store, current), path),
         sessions=sessions,
         tools=tools,
     )
     if found is None or found.turn_id in seen:
         return None
     if found.source == NOTEBOOK and found.plan.runs:  # an answer with no code to run shows, trusted or not
+        set_inside = setting == "notebook" and outside_setting(shell) != "notebook"
+        setting = "auto" if set_inside else setting  # a notebook cannot vouch for its own outputs
         trusted = setting == "auto" and path is not None and notebook_trusted(path)
         if not may_replay_from_notebook(setting, trusted):
-            return Refused(untrusted_refusal(path, prompt, len(found.plan.runs)), found)
+            return Refused(untrusted_refusal(path, prompt, len(found.plan.runs), set_inside), found)
     elif not may_replay_from_record(setting):
         return None
     root = path.parent if path is not None else None

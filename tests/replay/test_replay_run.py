@@ -200,9 +200,19 @@ def test_code_hidden_in_an_untrusted_notebook_never_runs(ip, tmp_path, data_dir,
 
 
 def test_shiro_replay_notebook_runs_the_saved_turn_untrusted(ip, tmp_path, data_dir, monkeypatch):
+    """``notebook`` from the user's own config (what the kernel that owns the shell started with) replays an
+    untrusted notebook's turn; the same setting made in the shell itself (a ``%config`` cell) does not."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config, Configurable
+
     monkeypatch.chdir(tmp_path)
     path = _untrusted(tmp_path)
-    outcome, events = _replay(ip, path, "notebook", cell_id=None)  # nbclient: no cell id
+    outcome, _ = _replay(ip, path, "notebook", cell_id=None)
+    assert isinstance(outcome, Refused) and not (tmp_path / "pwned.txt").exists()
+    assert "was set inside this kernel (a %config or %env cell), and that does not count" in outcome.text
+    InteractiveShell.clear_instance()
+    kernel = Configurable(config=Config({"Shiro": {"replay": "notebook"}}))  # as ipykernel's kernel owns its shell
+    outcome, events = _replay(InteractiveShell.instance(parent=kernel), path, "notebook", cell_id=None)  # nbclient
     assert isinstance(outcome, Replayed) and (tmp_path / "pwned.txt").exists()
     assert isinstance(events[0], ToolStart) and json.loads(events[0].call.arguments)["code"] == WRITES
 
