@@ -16,6 +16,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -169,10 +170,8 @@ def test_run_sh_and_binder_install_the_demo_extra_which_holds_what_the_demo_impo
         assert any("demo" in extras for extras in extras_installed(script)), f"{script.name} skips the demo extra"
 
 
-@pytest.mark.timeout(1200)  # the first run on a machine fills pip's and npm's caches; later ones take ~2 minutes
-def test_a_newcomers_run_of_the_demo_shows_no_error(tmp_path):
-    env = newcomer_env(tmp_path)
-    checkout = clone(REPO, tmp_path / "shiro_kernel")
+def a_newcomers_run(checkout: Path, env: dict[str, str], out_dir: Path) -> None:
+    """run.sh's setup in ``checkout``, then its demo top to bottom: no error in any cell, the turns replayed."""
     set_up(checkout, env)
 
     # The kernel is the clone's venv's Python: its spec is ipykernel's own (argv "python", which jupyter_client
@@ -181,7 +180,7 @@ def test_a_newcomers_run_of_the_demo_shows_no_error(tmp_path):
     assert Path(spec["resource_dir"]).is_relative_to(checkout / ".venv"), spec
     assert spec["spec"]["argv"][0] in ("python", str(checkout / ".venv" / "bin" / "python")), spec
 
-    nb = run_demo(checkout, env, tmp_path / "ran")
+    nb = run_demo(checkout, env, out_dir)
     assert errors_shown(nb) == []
     # the recorded turns replayed (trusted by run.sh, no key) and the cell after them works
     loaded, asked, plotted, after = (outputs_text(nb.cells[i]) for i in (1, 2, 3, 4))
@@ -191,3 +190,13 @@ def test_a_newcomers_run_of_the_demo_shows_no_error(tmp_path):
     assert "replayed 1 python call" in plotted and "image/png" in str(nb.cells[3].outputs)
     assert after.splitlines()[:2] == ["product", "coffee    0.131"]
     assert "No API key" not in asked + plotted
+
+
+@pytest.mark.timeout(1200)  # the first run on a machine fills pip's and npm's caches; later ones take ~2 minutes
+def test_a_newcomers_run_of_the_demo_shows_no_error(tmp_path):
+    env = newcomer_env(tmp_path)
+    checkout = clone(REPO, tmp_path / "shiro_kernel")
+    try:
+        a_newcomers_run(checkout, env, tmp_path / "ran")
+    finally:  # the clone's venv and node_modules weigh ~1 GB: pytest keeps its last three runs' folders
+        shutil.rmtree(checkout, ignore_errors=True)
