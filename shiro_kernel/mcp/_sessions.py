@@ -62,6 +62,28 @@ class Server:
         return lines[-1] if lines else ""
 
 
+class InFlight:
+    """One call's cancellation, made by the caller before the request goes to the loop thread, so a kernel
+    interrupt landing at any instant (even inside the hand-over, before the caller holds the call's future)
+    can still cancel it. Both methods run on the loop thread (the caller schedules :meth:`cancel` there, after
+    the hand-over), so they need no lock."""
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+
+    def begin(self, task: asyncio.Task[Any] | None) -> bool:
+        """The call's task starts; False when the call was cancelled already (then nothing is sent)."""
+        self.task = task
+        return not self.cancelled
+
+    def cancel(self) -> None:
+        """Cancel the call: a request sent is cancelled (the SDK tells the server); one not sent never is."""
+        self.cancelled = True
+        if self.task is not None:
+            self.task.cancel()
+
+
 class SessionHost:
     """The loop-thread half of :class:`~.client.McpManager` (a base class; the manager supplies these)."""
 
@@ -76,7 +98,10 @@ class SessionHost:
     def _request_stop(self, entry: Server) -> None:
         raise NotImplementedError
 
-    async def _acall(self, entry: Server, tool: str, args: dict[str, Any], report: Any) -> Any:
+    async def _acall(self, entry: Server, tool: str, args: dict[str, Any], report: Any, flight: InFlight) -> Any:
+        if not flight.begin(asyncio.current_task()):
+            raise asyncio.CancelledError  # interrupted while the request was being handed over: never sent
+
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             with contextlib.suppress(Exception):  # the live view's trouble must not fail the call
                 report(entry.config.redact(progress_text(progress, total, message)))

@@ -17,7 +17,9 @@ Invariants:
   ``.mcp.json`` server is ``mutates=True`` (it asks under ``approval = "ask"``), whatever it says.
 * A tool's ``run`` blocks the calling thread on a future from the loop thread, polls ``ctx.abort`` (Stop
   cancels the request, and the SDK sends ``notifications/cancelled``), forwards progress notifications to
-  ``ctx.progress``, and never lets an exception other than :class:`ToolError` out.
+  ``ctx.progress``, and never lets an exception other than :class:`ToolError` out, except a
+  ``KeyboardInterrupt`` (a kernel interrupt): that cancels the request whatever instant it lands at, even
+  while the request is being handed to the loop thread (:class:`~._sessions.InFlight`), and goes on.
 * Secrets: every text this module produces (status, notices, errors) goes through the server's
   ``ServerConfig.redact``; stdio servers' stderr goes to a private temp file, never to the notebook.
 """
@@ -38,7 +40,7 @@ from typing import Any
 
 from ..tools import Tool, ToolContext, ToolError, ToolOutput
 from ._runtime import LoopThread, one_line
-from ._sessions import Server, SessionHost
+from ._sessions import InFlight, Server, SessionHost
 from .config import McpConfigError, ServerConfig, load_config
 from .results import convert_result
 from .schema import (
@@ -318,12 +320,15 @@ class McpManager(SessionHost):
         abort = ctx.abort
         if abort is not None and abort.is_set():
             raise ToolError("stopped by the user before the MCP request was sent")
-        future = loop.submit(self._acall(entry, tool, args, ctx.progress))
         deadline = time.monotonic() + self.call_timeout_s if self.call_timeout_s else None
+        flight = InFlight()
         try:
+            future = loop.submit(self._acall(entry, tool, args, ctx.progress, flight))
             result = self._wait(future, server, abort, deadline)
         except KeyboardInterrupt:  # a kernel interrupt (or the turn's time limit): cancel the request, then stop
-            future.cancel()
+            # through ``flight``, not the future: the interrupt may land before ``submit`` has returned it
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing is left to cancel
+                loop.call(flight.cancel)
             raise
         return convert_result(result, entry.config.redact_output)
 

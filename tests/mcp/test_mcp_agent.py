@@ -3,11 +3,15 @@ published ``mcp-server-time``) behind real turns against the fake OpenAI server,
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import shlex
+import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -299,19 +303,69 @@ def test_a_background_turn_runs_mcp_calls_off_the_kernel_thread(agent: Agent, fa
     assert on_kernel == ["inspect"]  # the MCP call ran on the turn's own thread
 
 
+@contextmanager
+def kernel_sigint() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt, as in a kernel running a cell: ipykernel sets ``default_int_handler``
+    around each request, whatever the kernel process inherited. pytest may have inherited SIGINT ignored
+    (started with ``&`` from a script, where the shell ignores it for background commands), and then
+    ``_thread.interrupt_main()`` does nothing at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_a_kernel_interrupt_during_an_mcp_call_cancels_the_request(agent: Agent, project: Path) -> None:
     import _thread
 
     from shiro_kernel.tools import ToolContext
 
     tools = agent.mcp.tools_for_turn(project, lambda e: None)
-    slow = tools["mcp__sdk__slow"]
-    threading.Timer(0.5, _thread.interrupt_main).start()
-    started = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        slow.run({"seconds": 30}, ToolContext(root=project))
-    assert time.monotonic() - started < 5
+    running = threading.Event()
+
+    def on_progress(text: str) -> None:  # the server reports progress: the call is running there; interrupt now
+        if not running.is_set():
+            running.set()
+            _thread.interrupt_main()
+
+    with kernel_sigint(), pytest.raises(KeyboardInterrupt):
+        tools["mcp__sdk__slow"].run({"seconds": 30}, ToolContext(root=project, progress=on_progress))
+    assert running.is_set()
     assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
+
+
+@pytest.mark.parametrize("server_runs_it", [True, False], ids=["running-on-the-server", "not-yet-sent"])
+def test_an_interrupt_as_the_request_is_handed_over_still_cancels_it(
+    agent: Agent, project: Path, monkeypatch: pytest.MonkeyPatch, server_runs_it: bool
+) -> None:
+    """A kernel interrupt lands at whatever bytecode runs: here, just after the request went to the loop
+    thread and before the caller holds its future. The request is cancelled all the same: the server is
+    told, or it never gets the request."""
+    from shiro_kernel.mcp._runtime import LoopThread
+    from shiro_kernel.tools import ToolContext
+
+    tools = agent.mcp.tools_for_turn(project, lambda e: None)
+    running = threading.Event()
+    handed_over: list[Any] = []
+    hand_over = LoopThread.submit
+
+    def interrupted_submit(self: LoopThread, coroutine: Any) -> Any:
+        handed_over.append(hand_over(self, coroutine))
+        if server_runs_it:
+            assert running.wait(30), "the slow call never started on the server"
+        raise KeyboardInterrupt  # what the kernel's SIGINT handler raises at the next bytecode
+
+    with monkeypatch.context() as patch:
+        patch.setattr(LoopThread, "submit", interrupted_submit)
+        with pytest.raises(KeyboardInterrupt):
+            tools["mcp__sdk__slow"].run({"seconds": 30}, ToolContext(root=project, progress=lambda t: running.set()))
+    (future,) = handed_over
+    concurrent.futures.wait([future], timeout=10)
+    assert future.cancelled()  # not left running for 30 s
+    if server_runs_it:
+        assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
+    assert tools["mcp__sdk__echo"].run({"text": "still here"}, ToolContext(root=project)) == "still here"
 
 
 def test_without_the_mcp_package_one_clear_notice(
