@@ -20,22 +20,31 @@ How an output number *x* matches a claim (values compared unsigned, see :func:`_
 Integers of one or two digits in outputs are not read (row labels, parts of dates, counts: they would
 anchor a made-up "3 %" to the row labelled 3); "3.0" and "3%" are.
 
+The answer is read as a reader sees it rendered (:func:`visible_text`): characters no one sees (zero-width
+spaces, joiners, soft hyphens, bidirectional controls…) are dropped, character references decoded
+(``&#49;6.4 %`` shows as 16.4 %), and markup that renders as nothing between the characters of a number
+(``1<b></b>6.4``, ``1**6**.4``, a backslash escape) left out; the claim's text and offsets are still those
+of the answer as written, so the renderers mark it there.
+
 Not checked (never a :class:`Claim`): years (1900-2100 written as four bare digits), list positions ("1."
 at the start of a line, "#3", "step 2", "row 1,200", "Python 3.11"), small counts (integers under 100
 with no decimals, %, currency or scale), dates and times (2024-03-01, 03/01/2024, 12:30), versions and
 addresses (3.11.7), identifiers (x2, df3, hex ids, ordinals), thresholds ("p < 0.05"), numbers in code
-blocks, URLs and HTML tags, and (:func:`check_turn`) numbers of the user's prompt.
+blocks, URLs and HTML tags (but an ``alt`` text, which the labextension shows as the text of the image's
+link, is read), and (:func:`check_turn`) numbers of the user's prompt.
 
 Pure: imports nothing of the project but :mod:`.transcript`; every scan is a linear regular expression.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import re
+import unicodedata
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .transcript import ToolResultPart
@@ -119,14 +128,178 @@ class Claim:
     currency: str = ""
 
 
+_ALT = re.compile(r"""(?i)\salt\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""")
+
+
 def _masked(answer: str) -> str:
     def blank(m: re.Match[str]) -> str:
         code = m.group("code")
         if code is not None and _LONE_NUMBER.fullmatch(code):
             return " " + code + " "  # only the backticks go
-        return re.sub(r"[^\n]", " ", m.group())
+        out = re.sub(r"[^\n]", " ", m.group())
+        if out.startswith(" ") and m.group().startswith("<"):  # a tag: its alt text is shown (as a link's)
+            for alt in _ALT.finditer(m.group()):
+                value = next(i for i in (1, 2, 3) if alt.group(i) is not None)
+                out = out[: alt.start(value)] + alt.group(value) + out[alt.end(value) :]
+        return out
 
     return _MASK.sub(blank, answer)
+
+
+# -- what the reader sees ---------------------------------------------------------------------------------
+
+# Characters no renderer shows: Unicode's format characters (Cf: zero-width space and joiners, soft hyphen,
+# bidirectional controls, word joiner, BOM, tags…) and the invisible ones of other categories (combining
+# grapheme joiner, Hangul fillers, Mongolian and other variation selectors). tests/test_numbers_visible.py
+# checks the list holds every Cf character of this Python's Unicode database.
+_INVISIBLE = (
+    "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"
+    "\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd"
+    "\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001-\U000e01ef"
+)
+# Wide and small forms of a number's characters (１６．４ ％), read as the characters they stand for
+_WIDE = "\uff04\uff05\uff0b-\uff0e\uff10-\uff19\ufe50\ufe52\ufe62\ufe63\ufe69\ufe6a"
+_SPECIAL = re.compile(f"[&\\\\<*_~`{_INVISIBLE}{_WIDE}]")
+_IS_INVISIBLE = re.compile(f"[{_INVISIBLE}]+")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0-9]{1,31});?")
+# Markup that renders as nothing of its own: a tag, a delimiter run of emphasis, strikethrough or code
+_TAG_AT = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:[^<>\"']|\"[^\"]*\"|'[^']*')*>")
+_DELIMITERS = re.compile(r"\*+|_+|~~+|`+")
+_NUMBER_PUNCT = ".,%$+-"
+
+
+def _inside_number(before: str, after: str) -> bool:
+    """Do the characters seen around a piece of markup (the two before it, the two after) put it inside a
+    number: a digit on each side, a point or a comma between digits, or a % after?"""
+    left = before[-1:].isdigit() or (before[-1:] in (".", ",") and before[-2:-1].isdigit())
+    right = after[:1].isdigit() or after[:1] == "%" or (after[:1] in (".", ",") and after[1:2].isdigit())
+    return left and right
+
+
+class _Visible:
+    """One pass over an answer building what is seen, each character with the span of the source it comes
+    from (see :func:`visible_text`)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.out: list[str] = []
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.changed = False
+        self.last = ""  # the last two characters seen so far
+        self._close = (len(text) + 1, -1)  # the last search for "-->": (where it started, where found)
+
+    def emit(self, chars: str, start: int, end: int) -> None:
+        self.out.append(chars)
+        self.last = (self.last + chars)[-2:]
+        self.starts.extend([start] * len(chars))
+        self.ends.extend([end] * len(chars))
+        self.changed = True
+
+    def copy(self, start: int, end: int) -> None:
+        self.out.append(self.text[start:end])
+        self.last = (self.last + self.text[max(start, end - 2) : end])[-2:]
+        self.starts.extend(range(start, end))
+        self.ends.extend(range(start + 1, end + 1))
+
+    def character(self, i: int) -> tuple[str, int]:
+        """The character read at ``i`` (a reference decoded, a wide form made plain; '' for one not seen)
+        and where the source after it starts."""
+        c = self.text[i]
+        if c == "&":
+            m = _ENTITY.match(self.text, i)
+            if m is not None and (decoded := html.unescape(m.group())) != m.group():
+                # a decoded character is text: one that is Markdown's or HTML's punctuation must not be read
+                # as syntax below (a code span, a tag), so it stands as U+FFFD unless a number uses it
+                plain = "".join(
+                    ch if ch.isalnum() or ch.isspace() or ch in _NUMBER_PUNCT or not ch.isascii() else "\ufffd"
+                    for ch in _IS_INVISIBLE.sub("", decoded)
+                )
+                return plain, m.end()
+        elif c == "\\" and self.text[i + 1 : i + 2] in tuple(_NUMBER_PUNCT):
+            return self.text[i + 1], i + 2
+        elif (run := _IS_INVISIBLE.match(self.text, i)) is not None:
+            return "", run.end()
+        elif c >= "\uff00" or "\ufe50" <= c <= "\ufe6f":
+            return unicodedata.normalize("NFKC", c), i + 1
+        return c, i + 1
+
+    def next_seen(self, i: int) -> str:
+        """The next two characters seen at or after ``i`` (fewer at the end), markup passed over."""
+        out = ""
+        while i < len(self.text) and len(out) < 2:
+            if self.text[i] in "<*_~`" and (end := self.markup_end(i)) > i:
+                i = end
+                continue
+            c, i = self.character(i)
+            out += c
+        return out[:2]
+
+    def markup_end(self, i: int) -> int:
+        """Where a run of markup starting at ``i`` ends (``i`` when none starts there)."""
+        end = i
+        while end < len(self.text):
+            if self.text.startswith("<!--", end):
+                close = self._comment(end)
+                if close < 0:
+                    break
+                end = close
+            elif (m := _TAG_AT.match(self.text, end) or _DELIMITERS.match(self.text, end)) is not None:
+                end = m.end()
+            else:
+                break
+        return end
+
+    def _comment(self, i: int) -> int:
+        """Where the comment opening at ``i`` ends, or -1. The last search for ``-->`` is remembered, so a
+        text of many unclosed comments is still read in one pass."""
+        for empty in ("<!-->", "<!--->"):
+            if self.text.startswith(empty, i):
+                return i + len(empty)
+        searched_from, close = self._close
+        if not (searched_from <= i + 4 and (close < 0 or close >= i + 4)):
+            close = self.text.find("-->", i + 4)
+            self._close = (i + 4, close)
+        return close + 3 if close >= 0 else -1
+
+
+def visible_text(text: str) -> tuple[str, tuple[list[int], list[int]] | None]:
+    """``text`` (Markdown, perhaps with HTML in it) as a reader sees it rendered, for reading its numbers:
+    characters no renderer shows dropped; character references decoded (as a browser decodes them: ``&#49``
+    too); a backslash-escaped ``.``, ``,``, ``%``, ``$``, ``+`` or ``-`` unescaped; wide forms (``１６％``)
+    read as plain; and markup that shows nothing of its own (a tag, a comment, a run of ``*``, ``_``,
+    ``~~`` or backticks) left out where it stands between the characters of a number (``1<b></b>6.4``).
+    With it, for each character seen, where it comes from in ``text``: ``(starts, ends)``, or None when
+    what is seen is ``text`` itself (the common case)."""
+    if _SPECIAL.search(text) is None:
+        return text, None
+    seen = _Visible(text)
+    pos = scan = 0  # text[pos:scan] is seen as written, and copied in one piece when something differs
+    while (m := _SPECIAL.search(text, scan)) is not None:
+        i = m.start()
+        c = text[i]
+        if c in "<*_~`":
+            before = (seen.last + text[max(pos, i - 2) : i])[-2:]
+            if before[-1:].isdigit() or before[-1:] in (".", ","):
+                end = seen.markup_end(i)
+                if end > i and _inside_number(before, seen.next_seen(end)):
+                    seen.copy(pos, i)
+                    seen.changed, pos = True, end
+                    scan = end
+                    continue
+            run = _DELIMITERS.match(text, i)
+            scan = run.end() if run is not None else i + 1
+            continue
+        chars, after = seen.character(i)
+        if chars != c or after != i + 1:
+            seen.copy(pos, i)
+            seen.emit(chars, i, after)
+            pos = after
+        scan = after
+    seen.copy(pos, len(text))
+    if not seen.changed:
+        return text, None
+    return "".join(seen.out), (seen.starts, seen.ends)
 
 
 def _step(digits: str, decimals: int) -> float:
@@ -232,8 +405,18 @@ def _is_position(masked: str, start: int, end: int, bare: bool, quantity: bool) 
 
 
 def find_numbers(answer: str) -> list[Claim]:
-    """The numbers to check in a Markdown answer, in order (see the module docstring for what is left out)."""
-    return _scan(answer, _masked(answer), exempt=True)
+    """The numbers to check in a Markdown answer, in order (see the module docstring for what is left out),
+    read in what a reader sees of it (:func:`visible_text`); each claim's ``text``, ``start`` and ``end``
+    are those of ``answer`` as written (``&#49;6.4 %``, ``1\u200b6.4 %``)."""
+    visible, source = visible_text(answer)
+    claims = _scan(visible, _masked(visible), exempt=True)
+    if source is None:
+        return claims
+    starts, ends = source
+    return [
+        replace(c, text=answer[starts[c.start] : ends[c.end - 1]], start=starts[c.start], end=ends[c.end - 1])
+        for c in claims
+    ]
 
 
 # -- reading the outputs ----------------------------------------------------------------------------------
@@ -496,4 +679,5 @@ __all__ = [
     "not_found_line",
     "prompt_numbers",
     "result_sources",
+    "visible_text",
 ]

@@ -9,7 +9,7 @@ The marks go in *after* the model's text is made inert (:mod:`.sanitize`), never
 place is marked in the raw answer with characters of Unicode's Private Use Area (its own pair per number),
 the text is made inert or rendered, and only then are those characters replaced — in HTML only where they
 stand in text between tags (a number inside an image's ``alt`` or a link's title gets no mark: a tag there
-would break the attribute). A number in inline code is marked after the code span in Markdown and text, so
+would break the attribute; a number a tag splits still gets its ⚠ where it ends). A number in inline code is marked after the code span in Markdown and text, so
 the marker does not read as part of the code.
 """
 
@@ -144,23 +144,33 @@ def _found_open(n: dict[str, Any], calls: Mapping[str, str], in_link: bool) -> t
     return f'<a class="shiro-number" href="#{href}" title="{title}" style="{style}">', "</a>"
 
 
+def _missing_span(text: str) -> str:
+    style = "text-decoration:underline dotted #b8860b"
+    return f'<span class="shiro-number-missing" title="{MISSING_TITLE}" style="{style}">{text}{MISSING}</span>'
+
+
 def _wrapped(segment: str, placed: list[tuple[int, int, dict[str, Any]]], calls: Mapping[str, str], link: bool) -> str:
+    """A run of text between tags with its numbers marked: each pair of a number's characters around it
+    becomes its mark; a closing character alone (the number split by a tag — ``1<em>6</em>.4 %``, markup
+    between its digits) becomes the ⚠ of a number found nowhere, so no split hides it."""
+
     def one(m: re.Match[str]) -> str:
         k = ord(m.group(1)) - _OPEN
         if ord(m.group(3)) - _CLOSE != k:
-            return m.group(2)
+            return m.group(2) + m.group(3)  # the closing character is seen again below
         n = placed[k][2]
         if n.get("found"):
             opening, closing = _found_open(n, calls, link)
             return f"{opening}{m.group(2)}{closing}"
-        style = "text-decoration:underline dotted #b8860b"
-        return (
-            f'<span class="shiro-number-missing" title="{MISSING_TITLE}" style="{style}">{m.group(2)}{MISSING}</span>'
-        )
+        return _missing_span(m.group(2))
+
+    def lone(m: re.Match[str]) -> str:
+        return "" if placed[ord(m.group()) - _CLOSE][2].get("found") else _missing_span("")
 
     used = len(placed)
     opens, closes = f"{chr(_OPEN)}-{chr(_OPEN + used - 1)}", f"{chr(_CLOSE)}-{chr(_CLOSE + used - 1)}"
-    return re.sub(f"([{opens}])([^{_ranges(used)}]*)([{closes}])", one, segment)
+    paired = re.sub(f"([{opens}])([^{_ranges(used)}]*)([{closes}])", one, segment)
+    return re.sub(f"[{closes}]", lone, paired)
 
 
 def html_answer(answer: str, numbers: Sequence[dict[str, Any]], calls: Mapping[str, str]) -> str:
@@ -182,7 +192,7 @@ def html_answer(answer: str, numbers: Sequence[dict[str, Any]], calls: Mapping[s
             links = max(links - 1, 0)
         pos = tag.end()
     out.append(_wrapped(rendered[pos:], placed, calls, links > 0))
-    return re.sub(f"[{_ranges(len(placed))}]", "", "".join(out))  # a mark in a tag, or split by one: dropped
+    return re.sub(f"[{_ranges(len(placed))}]", "", "".join(out))  # a mark in a tag: dropped
 
 
 __all__ = ["MISSING", "aligned", "call_anchor", "html_answer", "markdown", "numbers_line", "text"]

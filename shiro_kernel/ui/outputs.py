@@ -100,7 +100,7 @@ def to_html(output: dict[str, Any]) -> str:
     if "text/html" in data:
         return f'<div class="shiro-output">{_b64(data["text/html"])}</div>'
     if "text/markdown" in data:
-        return f'<div class="shiro-output">{md_to_html(_b64(data["text/markdown"]))}</div>'
+        return f'<div class="shiro-output">{md_to_html(_b64(data["text/markdown"]), images=True)}</div>'
     return f'<pre class="shiro-output">{html.escape(describe(output))}</pre>'
 
 

