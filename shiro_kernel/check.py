@@ -30,11 +30,7 @@ from typing import Any
 
 from .context.restart import assigned_names
 from .errors import RequestError
-from .reading import (
-    difference,
-    reader_view,
-    replayed_calls,
-)
+from .reading import difference, read_saved, reader_view, replayed_calls
 from .replay.find import bundles_of
 from .replay.plan import has_replay, plan_from_bundle
 from .replay.sites import notebook_sites, shiro_lines, source_text
@@ -258,17 +254,10 @@ def check_notebook(
     """Check the notebook at ``path`` (see the module's doc). ``env`` adds to the kernel's environment.
     Raises :class:`~shiro_kernel.errors.RequestError` for a notebook that cannot be read or a kernel that
     cannot start."""
-    from .context.cells import read_notebook
-
     if os.environ.get(CHECKING):
         raise RequestError("this kernel is a check's own run of the notebook: it does not start another check")
     source = Path(path).resolve()
-    try:
-        nb = read_notebook(source)
-    except FileNotFoundError:
-        raise RequestError(f"no notebook at {path}") from None
-    except (OSError, ValueError) as exc:
-        raise RequestError(f"cannot read {path}: {exc}") from None
+    nb = read_saved(path)  # what cannot be read is one line, said with the path as given
     started = time.monotonic()
     name = _kernel_name(nb, kernel_name)
     with tempfile.TemporaryDirectory(prefix="shiro-check-") as home:

@@ -19,6 +19,7 @@ by default to ``NAME.export.ipynb`` beside the notebook.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ class ExportResult:
     calls: int = 0
     removed: int = 0
     missing: list[str] = field(default_factory=list)
+    ids_replaced: int = 0  # cells whose id was not a valid one, given a new id
 
     def summary(self) -> str:
         turns = f"{self.turns} shiro turn" + ("" if self.turns == 1 else "s")
@@ -57,6 +59,9 @@ class ExportResult:
         removed = f"{self.removed} shiro line" + ("" if self.removed == 1 else "s")
         lines = [f"wrote {self.out}: {turns} as Markdown and {calls}, {removed} removed"]
         lines += self.missing
+        if self.ids_replaced:
+            ids = "1 cell id was" if self.ids_replaced == 1 else f"{self.ids_replaced} cell ids were"
+            lines.append(f"{ids} not valid (1 to 64 letters, digits, - or _) and got a new one, as a missing id does")
         return "\n".join(lines)
 
 
@@ -65,23 +70,45 @@ def default_out(path: Path) -> Path:
     return path.with_name(f"{path.stem}.export.ipynb")
 
 
+#: what nbformat 4.5 allows as a cell id
+_CELL_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+
+
+def valid_cell_id(value: Any) -> bool:
+    return isinstance(value, str) and _CELL_ID.fullmatch(value) is not None
+
+
 class _Cells:
-    """The exported notebook's cells, with ids when the notebook's format has them (nbformat 4.5)."""
+    """The exported notebook's cells, with ids when the notebook's format has them (nbformat 4.5). A cell
+    whose id is not a valid one (``check`` runs such a notebook; nbformat's validation refuses it) gets a new
+    id, as a cell with none does: one bad id never refuses the whole export."""
 
     def __init__(self, nb: Mapping[str, Any]) -> None:
         self.ids = nb.get("nbformat", 4) == 4 and int(nb.get("nbformat_minor") or 0) >= 5
         self.used = {c.get("id") for c in nb.get("cells") or [] if isinstance(c, dict)}
         self.cells: list[dict[str, Any]] = []
+        self.replaced = 0  # invalid ids given a new one
+
+    def _new_id(self) -> str:
+        made = uuid.uuid4().hex[:8]
+        while made in self.used:
+            made = uuid.uuid4().hex[:8]
+        self.used.add(made)
+        return made
 
     def _id(self, cell: dict[str, Any], keep: Any = None) -> dict[str, Any]:
         if not self.ids:
             return cell
-        if not (isinstance(keep, str) and keep):
-            keep = uuid.uuid4().hex[:8]
-            while keep in self.used:
-                keep = uuid.uuid4().hex[:8]
-            self.used.add(keep)
-        return {"id": keep, **cell}
+        if keep is not None and not valid_cell_id(keep):
+            self.replaced += 1
+        return {"id": keep if valid_cell_id(keep) else self._new_id(), **cell}
+
+    def kept(self, cell: dict[str, Any]) -> None:
+        """A cell of the notebook, kept as it is but for an invalid id."""
+        if self.ids and "id" in cell and not valid_cell_id(cell["id"]):
+            self.replaced += 1
+            cell = {**cell, "id": self._new_id()}
+        self.cells.append(cell)
 
     def markdown(self, text: str, keep_id: Any = None) -> None:
         self.cells.append(self._id({"cell_type": "markdown", "metadata": {}, "source": text}, keep_id))
@@ -169,7 +196,7 @@ class _Export:
         source = source_text(cell.get("source"))
         marks = shiro_lines(source) if cell.get("cell_type") == "code" else []
         if not marks:
-            self.cells.cells.append(dict(cell))
+            self.cells.kept(dict(cell))
             return
         lines = source.splitlines(keepends=True)
         by_line = {m.number: m for m in marks}
@@ -177,7 +204,7 @@ class _Export:
             rest = "".join(line for n, line in enumerate(lines) if n not in by_line)
             self.result.removed += len(marks)
             if rest.strip() and not marks[0].whole:
-                self.cells.cells.append({**cell, "source": rest})
+                self.cells.kept({**cell, "source": rest})
             return
         self.keep_id = cell.get("id")
         piece: list[str] = []
@@ -238,6 +265,7 @@ def exported(
             export.cell(index, cell)
     out = {key: value for key, value in nb.items() if key != "cells"}
     out["cells"] = export.cells.cells
+    export.result.ids_replaced = export.cells.replaced
     return out, export.result
 
 
@@ -253,7 +281,7 @@ def export_notebook(path: str | os.PathLike[str], out: str | os.PathLike[str] | 
     that is the notebook itself."""
     import warnings
 
-    from .context.cells import read_notebook
+    from .reading import read_saved
     from .store import files
     from .store.sessions import SessionStore
 
@@ -261,12 +289,10 @@ def export_notebook(path: str | os.PathLike[str], out: str | os.PathLike[str] | 
     target = Path(out) if out is not None else default_out(source)
     if target.resolve() == source.resolve():
         raise RequestError(f"the export would overwrite {source}; choose another file with -o")
+    nb = read_saved(source)
     try:
-        nb = read_notebook(source)
         mode = source.stat().st_mode & 0o777
-    except FileNotFoundError:
-        raise RequestError(f"no notebook at {source}") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         raise RequestError(f"cannot read {source}: {exc}") from None
     store = SessionStore()
     try:

@@ -1,7 +1,8 @@
 """How a reader compares a cell's outputs (``shiro check``, :mod:`shiro_kernel.check`): text results, errors,
 and a turn's replayed calls' outputs and answer; images by their size in pixels, not their bytes;
 ``text/html`` (a DataFrame) by its text. Never execution counts, timings, memory addresses, ids, token counts
-or footers (:func:`normal_text` takes them out).
+or footers (:func:`normal_text` takes them out). And how ``shiro check`` and ``shiro export`` read the saved
+notebook (:func:`read_saved`): one line for any file they cannot read, never a traceback.
 """
 
 from __future__ import annotations
@@ -9,10 +10,13 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
+from .errors import RequestError
 from .replay.find import TURN_MIME
 from .replay.plan import has_replay, plan_from_bundle
 from .text import one_line
@@ -27,6 +31,44 @@ _CLOCK = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b")
 _TOOL_FILE = re.compile(r"<shiro-python-\d+>")
 _TAGS = re.compile(r"<[^>]*>")
 _HIDDEN_HTML = re.compile(r"<(style|script)\b.*?</\1\s*>", re.S | re.I)
+
+
+#: levels of JSON a notebook may have: deeper than any notebook needs, shallow enough for the copies and the
+#: nbformat calls check and export make (about 500 levels exhaust Python's recursion limit there)
+MAX_DEPTH = 200
+TOO_DEEP = f"it is nested too deeply to be a notebook (over {MAX_DEPTH} levels of JSON)"
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` (parsed JSON) nests lists and objects more than ``limit`` deep; no recursion."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        inner = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in inner if isinstance(child, (dict, list)))
+    return False
+
+
+def read_saved(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The notebook at ``path`` as JSON (:func:`shiro_kernel.context.cells.read_notebook`), for check and
+    export. Raises :class:`RequestError` with one line — ``no notebook at …`` or ``cannot read …: why`` — for a
+    file that is missing, not a notebook, or nested too deeply (a 100,000-deep one overflows the JSON parser's
+    recursion; a 500-deep one parses but would overflow the copies and nbformat's checks later)."""
+    from .context.cells import read_notebook
+
+    try:
+        nb = read_notebook(Path(path))
+    except FileNotFoundError:
+        raise RequestError(f"no notebook at {path}") from None
+    except (OSError, ValueError) as exc:
+        raise RequestError(f"cannot read {path}: {exc}") from None
+    except RecursionError:
+        raise RequestError(f"cannot read {path}: {TOO_DEEP}") from None
+    if _deeper_than(nb, MAX_DEPTH):
+        raise RequestError(f"cannot read {path}: {TOO_DEEP}")
+    return nb
 
 
 def normal_text(text: str) -> str:

@@ -3,6 +3,10 @@
 
 Exit status: 0 when done (export) or when the notebook reproduces (check), 1 when it does not, 2 for a usage
 error (no such notebook, not a notebook, a kernel that does not start).
+
+What they print quotes the notebook (its outputs, errors, file name), which anyone may have written: every
+line goes through :func:`~shiro_kernel.ui.sanitize.plain_text`, so no escape sequence in it reaches the
+terminal (a window title, a clipboard write, a hyperlink, colours or cursor moves show as U+FFFD).
 """
 
 from __future__ import annotations
@@ -12,9 +16,15 @@ import json
 import sys
 
 from ..errors import RequestError
+from ..ui.sanitize import plain_text
 from . import Command
 
 USAGE = 2
+
+
+def _say(text: str, error: bool = False) -> None:
+    """Print ``text`` with no control character a terminal would obey (see the module's doc)."""
+    print(plain_text(text), file=sys.stderr if error else sys.stdout)
 
 
 def _export_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,9 +40,9 @@ def _export_run(args: argparse.Namespace) -> int:
     try:
         result = export_notebook(args.notebook, args.output)
     except RequestError as exc:
-        print(f"shiro: {exc}", file=sys.stderr)
+        _say(f"shiro: {exc}", error=True)
         return USAGE
-    print(result.summary())
+    _say(result.summary())
     return 0
 
 
@@ -51,9 +61,9 @@ def _check_run(args: argparse.Namespace) -> int:
     try:
         result = check_notebook(args.notebook, timeout=args.timeout, kernel_name=args.kernel)
     except RequestError as exc:
-        print(f"shiro: {exc}", file=sys.stderr)
+        _say(f"shiro: {exc}", error=True)
         return USAGE
-    print(json.dumps(result.to_json(), indent=2, ensure_ascii=False) if args.json else result.summary())
+    _say(json.dumps(result.to_json(), indent=2, ensure_ascii=False) if args.json else result.summary())
     return 0 if result.ok else 1
 
 

@@ -143,7 +143,7 @@ def _notebook(path: Path | None) -> dict[str, Any] | None:
         return None
     try:
         return read_notebook_shared(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # a file nested too deeply to parse holds no saved turn
         return None
 
 

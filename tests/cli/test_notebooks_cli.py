@@ -16,6 +16,7 @@ from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
+from faultlog import record
 from replayutil import bundle, code_cell, notebook, turn_output, write
 
 
@@ -114,3 +115,106 @@ def test_export_refuses_to_overwrite_the_notebook(tmp_path, capsys):
     (tmp_path / "bad.ipynb").write_text("{not json")
     assert cli.main(["export", str(tmp_path / "bad.ipynb")]) == 2
     assert "it is not valid JSON" in capsys.readouterr().err
+
+
+# -- issue 33, points 10 and 12 ---------------------------------------------------------------------------
+ESCAPES = {
+    "window title": "\x1b]0;owned-title\x07",
+    "clipboard write": "\x1b]52;c;ZWNobyBvd25lZA==\x07",
+    "hyperlink": "\x1b]8;;https://attacker.example/\x1b\\click\x1b]8;;\x1b\\",
+    "8-bit CSI colour": "\x9b31m",
+    "8-bit OSC title": "\x9d0;owned\x9c",
+}
+OBEYED = ("\x1b", "\x07", "\x9b", "\x9c", "\x9d")  # what a terminal acts on, in any of the above
+
+
+def test_check_prints_none_of_the_notebook_s_escape_sequences(tmp_path, capsys):
+    """The notebook's file name, a saved output that differs now, and a failing cell's error all quote text
+    anyone may have written: what ``shiro check`` prints (text and --json) carries no sequence a terminal
+    obeys. A real kernel runs it."""
+    hidden = "".join(ESCAPES.values())
+    saved = [{"output_type": "stream", "name": "stdout", "text": f"total 4 {hidden}\n"}]
+    cells = [
+        code_cell("print('total 5')", saved),
+        code_cell(f"raise ValueError({hidden!r})"),
+    ]
+    path = write(tmp_path / f"report{ESCAPES['window title']}.ipynb", notebook(cells))
+    shown = []
+    for argv in (["check", str(path)], ["check", "--json", str(path)]):
+        assert cli.main(argv) == 1
+        out = capsys.readouterr()
+        shown.append(out.out + out.err)
+    obeyed = sum(any(c in text for c in OBEYED) for text in shown)
+    record(
+        "security: terminal escape sequences in a notebook's name, saved output and error, printed by shiro check "
+        "(text and --json)",
+        len(ESCAPES) * 2,
+        obeyed,
+        "0 reach the terminal: each control character shows as U+FFFD",
+    )
+    assert obeyed == 0, shown
+    assert "cell 1: output 1 differs: saved" in shown[0] and "cell 2: ValueError: " in shown[0]
+    assert "cell 2: ValueError: \ufffd]0;owned-title\ufffd" in shown[0]
+    assert json.loads(shown[1])["problems"][1]["reason"].startswith("ValueError: \x1b]0;owned-title\x07")  # escaped
+
+
+def _nested(depth: int) -> str:
+    """A notebook whose one cell's metadata nests ``depth`` objects deep, as text (no recursion to write it)."""
+    return (
+        '{"cells": [{"cell_type": "code", "execution_count": null, "id": "deep", "outputs": [], "source": "x = 1", '
+        '"metadata": {"deep": ' + '{"a": ' * depth + "{}" + "}" * depth + '}}], "metadata": {}, "nbformat": 4, '
+        '"nbformat_minor": 5}'
+    )
+
+
+@pytest.mark.parametrize("depth", [100_000, 500])
+def test_a_deeply_nested_notebook_cannot_be_read_in_one_line(tmp_path, capsys, depth):
+    """100,000 deep overflows the JSON parser; 500 deep parses, then would overflow the copy check makes and
+    nbformat's checks in export. Either way: exit 2 and one line, no traceback, no kernel started."""
+    path = tmp_path / "deep.ipynb"
+    path.write_text(_nested(depth))
+    said = []
+    for command in ("export", "check"):
+        assert cli.main([command, str(path)]) == 2
+        said.append(capsys.readouterr().err)
+    expected = f"shiro: cannot read {path}: it is nested too deeply to be a notebook (over 200 levels of JSON)\n"
+    record(f"a notebook nested {depth:,} deep, given to shiro export and shiro check", 2, 0, "exit 2, one line each")
+    assert said == [expected, expected]
+    # as deep as real notebooks get (a figure's JSON), it exports
+    path.write_text(_nested(150))
+    assert cli.main(["export", str(path)]) == 0
+
+
+def test_export_gives_an_invalid_cell_id_a_new_one_as_a_missing_one(tmp_path, capsys):
+    data = bundle(_turn("add one", "y = x + 1", "Added."), prompt="add one", cell_id="bad id!")
+    cells = [
+        code_cell("x = 1", cell_id="good-id_1"),
+        code_cell("print(x)", cell_id="bad id!"),
+        code_cell("x = 2", cell_id="a" * 65),
+        code_cell("%shiro add one", [turn_output(data)], cell_id="bad id!"),
+        code_cell("x = 3"),
+    ]
+    nb = notebook(cells)
+    nb["cells"][4]["id"] = 7
+    del nb["cells"][0]["id"]
+    nb["cells"][0]["id"] = "good-id_1"
+    path = write(tmp_path / "ids.ipynb", nb)
+    code = cli.main(["export", str(path)])
+    lines = capsys.readouterr().out.splitlines()
+    record("shiro export of a notebook with 4 invalid cell ids among 5 cells", 1, int(code != 0), f"exit {code}")
+    assert code == 0, lines
+    assert lines[-1] == (
+        "4 cell ids were not valid (1 to 64 letters, digits, - or _) and got a new one, as a missing id does"
+    )
+    plain = nbformat.read(tmp_path / "ids.export.ipynb", as_version=4)
+    nbformat.validate(plain)
+    ids = [c.id for c in plain.cells]
+    assert ids[0] == "good-id_1" and len(set(ids)) == len(ids) == 6
+    assert [c.source for c in plain.cells] == [
+        "x = 1",
+        "print(x)",
+        "x = 2",
+        "> **%shiro** add one\n\nAdded.",
+        "y = x + 1",
+        "x = 3",
+    ]
