@@ -8,7 +8,7 @@ import { Cell, CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 
-import { Change, ICellNow, IChangeResult, RunStatus, checkChange } from './protocol';
+import { Change, ICellNow, IChangeResult, RunStatus, checkChange, isShiroCell } from './protocol';
 
 interface ICapturing {
   undoManager?: { stopCapturing(): void } | null;
@@ -55,17 +55,27 @@ function outputsOf(model: ICellModel): nbformat.IOutput[] {
   return model.type === 'code' ? (model as ICodeCellModel).outputs.toJSON() : [];
 }
 
-/** `read`'s answer: every cell as the document holds it now, unsaved edits included. */
-export function readCells(panel: NotebookPanel): { cells: unknown[]; dirty: boolean } {
-  const cells = cellModels(panel).map((model, index) => ({
-    index,
-    id: model.id,
-    cell_type: model.type,
-    source: model.sharedModel.getSource(),
-    execution_count: model.type === 'code' ? (model as ICodeCellModel).executionCount : null,
-    outputs: outputsOf(model),
-    editing: isEditing(widgetOf(panel, model.id))
-  }));
+/**
+ * `read`'s answer: every cell as the document holds it now, unsaved edits included (only the cells `ids` names,
+ * with their index in the document, when it names some).
+ */
+export function readCells(panel: NotebookPanel, ids: string[] | null = null): { cells: unknown[]; dirty: boolean } {
+  const wanted = ids === null ? null : new Set(ids);
+  const cells = cellModels(panel).flatMap((model, index) =>
+    wanted && !wanted.has(model.id)
+      ? []
+      : [
+          {
+            index,
+            id: model.id,
+            cell_type: model.type,
+            source: model.sharedModel.getSource(),
+            execution_count: model.type === 'code' ? (model as ICodeCellModel).executionCount : null,
+            outputs: outputsOf(model),
+            editing: isEditing(widgetOf(panel, model.id))
+          }
+        ]
+  );
   return { cells, dirty: panel.context.model.dirty };
 }
 
@@ -132,6 +142,13 @@ export function applyChange(panel: NotebookPanel, change: Change, after?: string
   return { status: 'accepted', id: change.id, index };
 }
 
+/** What JupyterLab's own Run sends with each cell (notebook/src/cellexecutor.ts), its deleted cells handed over. */
+function runMetadata(panel: NotebookPanel): { deletedCells: string[]; recordTiming: boolean } {
+  const deleted = panel.content.model?.deletedCells ?? [];
+  const deletedCells = deleted.splice(0, deleted.length);
+  return { deletedCells, recordTiming: panel.content.notebookConfig.recordTiming };
+}
+
 export interface IRunResult {
   id: string;
   index: number | null;
@@ -142,7 +159,9 @@ export interface IRunResult {
 
 /**
  * Run the listed code cells through the panel's session, in order, each as if the user ran it (outputs
- * into the document); an error stops the run, and the cells after it are `not-run`.
+ * into the document, and the request's metadata JupyterLab's own Run sends: the kernel reads it as a run from
+ * JupyterLab); an error stops the run, and the cells after it are `not-run`. A cell that would start a shiro
+ * turn is `skipped`, never run: the run is made for a turn, and a turn never starts inside another.
  */
 export async function runCells(panel: NotebookPanel, ids: string[]): Promise<IRunResult[]> {
   const results: IRunResult[] = [];
@@ -163,9 +182,13 @@ export async function runCells(panel: NotebookPanel, ids: string[]): Promise<IRu
       results.push({ ...base, status: 'not-code' });
       continue;
     }
+    if (isShiroCell(cell.model.sharedModel.getSource())) {
+      results.push({ ...base, status: 'skipped' });
+      continue;
+    }
     let status: RunStatus = 'ok';
     try {
-      const reply = await CodeCell.execute(cell, panel.sessionContext);
+      const reply = await CodeCell.execute(cell, panel.sessionContext, runMetadata(panel));
       if (reply && reply.content.status !== 'ok') {
         status = 'error'; // 'error', or 'aborted' after an earlier error in the queue
       }

@@ -2,8 +2,11 @@
  * The `shiro.notebook` comm (docs/notebook-protocol.md), front-end side. The target is registered on
  * every kernel connection of every notebook panel (again when the kernel changes); the kernel opens the
  * comm, and the one panel whose path matches (./protocol.ts `chooseAnswerer`) answers `hello` and then
- * serves `read`, `review`, `run` and `cancel` on its document. A closed panel, a kernel restart or a
- * kernel change answers every pending review `rejected` with "the notebook was closed".
+ * serves `read`, `review`, `run` and `cancel` on its document. Several windows on one notebook (a second
+ * browser, a tab kept open, real-time collaborators) each hear the comm and say hello; a message the kernel
+ * addresses `to` another window's client id is left alone here, so exactly one window acts on each request.
+ * A closed panel, a kernel restart or a kernel change answers every pending review `rejected` with "the
+ * notebook was closed".
  */
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
@@ -14,6 +17,7 @@ import {
   CLOSED_NOTE,
   Request,
   TARGET,
+  addressedTo,
   chooseAnswerer,
   errorReply,
   hello,
@@ -70,11 +74,19 @@ export class Channel {
     return this.reviews.size;
   }
 
+  /** This window's client id (its kernel connection's): the kernel names it in `to` when this one is to serve. */
+  get client(): string {
+    return this.kernel.clientId;
+  }
+
   private receive(data: unknown): void {
     if (this.closed) {
       return;
     }
     const message = parseMessage(data);
+    if (!addressedTo(message.to, this.client)) {
+      return; // another window serves it: nothing shows and nothing changes here
+    }
     if (message.kind === 'cancel') {
       const review = this.reviews.get(message.id);
       const sofar = review?.cancel() ?? null;
@@ -106,7 +118,7 @@ export class Channel {
   private async answer(request: Request): Promise<Record<string, unknown> | null> {
     await this.panel.context.ready;
     if (request.op === 'read') {
-      return okReply(request.id, readCells(this.panel));
+      return okReply(request.id, readCells(this.panel, request.ids));
     }
     if (request.op === 'run') {
       if (!this.panel.sessionContext.session?.kernel) {
@@ -204,7 +216,7 @@ class PanelLink {
     }
     this.channel = new Channel(this.panel, comm, this.kernel);
     const panel = this.panel;
-    const answer = hello(panel.context.path, panel.id);
+    const answer = hello(panel.context.path, panel.id, this.kernel.clientId);
     try {
       sendOnMainShell(this.kernel, comm, answer);
     } catch {

@@ -46,6 +46,8 @@ export interface IReadRequest {
   type: 'request';
   id: number;
   op: 'read';
+  /** only these cells (the kernel checks what a review changed); null: every cell */
+  ids: string[] | null;
 }
 
 export interface IReviewRequest {
@@ -67,12 +69,32 @@ export interface IRunRequest {
 
 export type Request = IReadRequest | IReviewRequest | IRunRequest;
 
+/**
+ * A message from the kernel. `to`: the client id (kernel connection) of the one front end that serves it, when
+ * the kernel names one: several windows on one notebook hear every message, and only that one acts.
+ */
 export type Incoming =
-  | { kind: 'request'; request: Request }
-  | { kind: 'cancel'; id: number }
-  | { kind: 'invalid'; id: number | null; error: string };
+  | { kind: 'request'; request: Request; to: string | null }
+  | { kind: 'cancel'; id: number; to: string | null }
+  | { kind: 'invalid'; id: number | null; error: string; to: string | null };
 
-export type RunStatus = 'ok' | 'error' | 'missing' | 'not-code' | 'not-run';
+/** Does a message addressed `to` concern the front end whose client id is `client`? (null: every one) */
+export function addressedTo(to: string | null, client: string): boolean {
+  return to === null || to === client;
+}
+
+/** `skipped`: a cell that would start a shiro turn, which a turn's run never runs (see `isShiroCell`). */
+export type RunStatus = 'ok' | 'error' | 'missing' | 'not-code' | 'not-run' | 'skipped';
+
+const SHIRO_CELL = /^\s*%%?shiro\b|run_(?:line|cell)_magic\(\s*['"]shiro['"]/m;
+
+/**
+ * Would running this cell start a shiro turn (a `%shiro` or `%%shiro` line, or the magic called by name)? The
+ * agent's run never runs one: a turn must not start inside the turn that asked for the run.
+ */
+export function isShiroCell(source: string): boolean {
+  return SHIRO_CELL.test(source);
+}
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -112,42 +134,48 @@ export function parseChange(value: unknown, k: number): Change | string {
 /** A comm message from the kernel: a request, a cancel, or what is wrong with it (and its id, to reply). */
 export function parseMessage(data: unknown): Incoming {
   if (!isObject(data)) {
-    return { kind: 'invalid', id: null, error: 'the message is not an object' };
+    return { kind: 'invalid', id: null, error: 'the message is not an object', to: null };
   }
   const id = Number.isInteger(data.id) ? (data.id as number) : null;
+  const to = typeof data.to === 'string' ? data.to : null;
+  const invalid = (at: number | null, error: string): Incoming => ({ kind: 'invalid', id: at, error, to });
   if (data.type === 'cancel') {
-    return id === null ? { kind: 'invalid', id: null, error: 'cancel needs an integer id' } : { kind: 'cancel', id };
+    return id === null ? invalid(null, 'cancel needs an integer id') : { kind: 'cancel', id, to };
   }
   if (data.type !== 'request') {
-    return { kind: 'invalid', id, error: `unknown message type ${JSON.stringify(data.type)}` };
+    return invalid(id, `unknown message type ${JSON.stringify(data.type)}`);
   }
   if (id === null) {
-    return { kind: 'invalid', id: null, error: 'a request needs an integer id' };
+    return invalid(null, 'a request needs an integer id');
   }
+  const strings = (value: unknown): value is string[] => Array.isArray(value) && value.every(x => typeof x === 'string');
   if (data.op === 'read') {
-    return { kind: 'request', request: { type: 'request', id, op: 'read' } };
+    if (data.ids !== undefined && data.ids !== null && !strings(data.ids)) {
+      return invalid(id, 'read takes ids, a list of cell ids, or none');
+    }
+    return { kind: 'request', request: { type: 'request', id, op: 'read', ids: (data.ids as string[]) ?? null }, to };
   }
   if (data.op === 'run') {
-    const ids = data.ids;
-    if (!Array.isArray(ids) || !ids.every(x => typeof x === 'string')) {
-      return { kind: 'invalid', id, error: 'run needs ids, a list of cell ids' };
+    if (!strings(data.ids)) {
+      return invalid(id, 'run needs ids, a list of cell ids');
     }
-    return { kind: 'request', request: { type: 'request', id, op: 'run', ids: ids as string[] } };
+    return { kind: 'request', request: { type: 'request', id, op: 'run', ids: data.ids }, to };
   }
   if (data.op === 'review') {
     if (!Array.isArray(data.changes) || data.changes.length === 0) {
-      return { kind: 'invalid', id, error: 'review needs changes, a non-empty list' };
+      return invalid(id, 'review needs changes, a non-empty list');
     }
     const changes: Change[] = [];
     for (let k = 0; k < data.changes.length; k++) {
       const change = parseChange(data.changes[k], k);
       if (typeof change === 'string') {
-        return { kind: 'invalid', id, error: change };
+        return invalid(id, change);
       }
       changes.push(change);
     }
     return {
       kind: 'request',
+      to,
       request: {
         type: 'request',
         id,
@@ -159,7 +187,7 @@ export function parseMessage(data: unknown): Incoming {
       }
     };
   }
-  return { kind: 'invalid', id, error: `unknown op ${JSON.stringify(data.op)}` };
+  return invalid(id, `unknown op ${JSON.stringify(data.op)}`);
 }
 
 /** The reply to a request. */
@@ -171,9 +199,13 @@ export function errorReply(id: number, error: string): Record<string, unknown> {
   return { type: 'reply', id, ok: false, error };
 }
 
-export function hello(path: string, panel: string): Record<string, unknown> {
+/**
+ * The answer to the kernel's open. `client`: this window's kernel connection (the `session` of the messages it
+ * sends), which the kernel names in `to` when this front end is to serve a request.
+ */
+export function hello(path: string, panel: string, client: string): Record<string, unknown> {
   // withdraws: a cancelled review is answered with what the user decided before it (docs/notebook-protocol.md)
-  return { type: 'hello', protocol: PROTOCOL, path, panel, version: VERSION, withdraws: true };
+  return { type: 'hello', protocol: PROTOCOL, path, panel, client, version: VERSION, withdraws: true };
 }
 
 function normalise(path: string): string[] {

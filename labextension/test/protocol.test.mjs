@@ -4,23 +4,28 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 import {
-  Ledger, PROTOCOL, TARGET, VERSION, checkChange, chooseAnswerer, errorReply, hello, okReply, parseChange,
-  parseMessage, tailMatch
+  Ledger, PROTOCOL, TARGET, VERSION, addressedTo, checkChange, chooseAnswerer, errorReply, hello, isShiroCell, okReply,
+  parseChange, parseMessage, tailMatch
 } from '../lib/protocol.js';
 
 test('the version said in hello is the package version', () => {
   const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url)));
   assert.equal(VERSION, pkg.version);
   assert.equal(TARGET, 'shiro.notebook');
-  assert.deepEqual(hello('work/a.ipynb', 'id-1'),
-    { type: 'hello', protocol: PROTOCOL, path: 'work/a.ipynb', panel: 'id-1', version: VERSION, withdraws: true });
+  assert.deepEqual(hello('work/a.ipynb', 'id-1', 'client-1'), {
+    type: 'hello', protocol: PROTOCOL, path: 'work/a.ipynb', panel: 'id-1', client: 'client-1', version: VERSION,
+    withdraws: true
+  });
 });
 
 test('requests parse; what is wrong is said, with the id to reply to', () => {
   assert.deepEqual(parseMessage({ type: 'request', id: 1, op: 'read' }),
-    { kind: 'request', request: { type: 'request', id: 1, op: 'read' } });
+    { kind: 'request', request: { type: 'request', id: 1, op: 'read', ids: null }, to: null });
+  assert.deepEqual(parseMessage({ type: 'request', id: 1, op: 'read', ids: ['c'], to: 'w1' }),
+    { kind: 'request', request: { type: 'request', id: 1, op: 'read', ids: ['c'] }, to: 'w1' });
   assert.deepEqual(parseMessage({ type: 'request', id: 2, op: 'run', ids: ['a', 'b'] }).request.ids, ['a', 'b']);
-  assert.deepEqual(parseMessage({ type: 'cancel', id: 3 }), { kind: 'cancel', id: 3 });
+  assert.deepEqual(parseMessage({ type: 'cancel', id: 3 }), { kind: 'cancel', id: 3, to: null });
+  assert.deepEqual(parseMessage({ type: 'cancel', id: 3, to: 'w2' }), { kind: 'cancel', id: 3, to: 'w2' });
   const review = parseMessage({
     type: 'request', id: 4, op: 'review', turn: 't', title: 'fix it',
     changes: [{ kind: 'edit', id: 'c1', source: 'new', expect: 'old' }, { kind: 'insert', after: null, source: 'x' },
@@ -36,6 +41,7 @@ test('requests parse; what is wrong is said, with the id to reply to', () => {
     [{ type: 'request', id: 6, op: 'fly' }, 6, /unknown op/],
     [{ type: 'request', op: 'read' }, null, /integer id/],
     [{ type: 'request', id: 7, op: 'run', ids: [1] }, 7, /ids/],
+    [{ type: 'request', id: 7, op: 'read', ids: 'c1' }, 7, /ids/],
     [{ type: 'request', id: 8, op: 'review', changes: [] }, 8, /non-empty/],
     [{ type: 'request', id: 9, op: 'review', changes: [{ kind: 'edit', id: 'c', source: 's' }] }, 9, /expect/],
     [{ type: 'request', id: 10, op: 'review', changes: [{ kind: 'insert', after: 3, source: 's' }] }, 10, /after/],
@@ -51,6 +57,23 @@ test('requests parse; what is wrong is said, with the id to reply to', () => {
     assert.match(m.error, error);
   }
   assert.match(parseChange(null, 2), /change 2/);
+});
+
+test('a message addressed to another window is not for this one', () => {
+  assert.equal(addressedTo(null, 'w1'), true); // an older kernel names nobody: the one panel that answered serves
+  assert.equal(addressedTo('w1', 'w1'), true);
+  assert.equal(addressedTo('w2', 'w1'), false);
+  assert.equal(parseMessage({ type: 'request', id: 1, op: 'fly', to: 'w2' }).to, 'w2'); // not answered elsewhere
+});
+
+test('a cell that would start a shiro turn is known by its magic', () => {
+  for (const source of ['%shiro rerun all the cells', '%%shiro\nexplain', 'x = 1\n  %shiro --wait go',
+    "get_ipython().run_line_magic('shiro', 'go')", 'get_ipython().run_cell_magic("shiro", "", "go")']) {
+    assert.equal(isShiroCell(source), true, source);
+  }
+  for (const source of ['%shirok x', 'print("%shiro")', '# %shiro go', '%load_ext shiro_kernel', 'shiro = 1']) {
+    assert.equal(isShiroCell(source), false, source);
+  }
 });
 
 test('replies', () => {

@@ -1,8 +1,10 @@
 """Helpers the browser tests share: write a notebook, open it in JupyterLab, save it, read a cell's output
-area, ask the open notebook's kernel, take a screenshot into test-artifacts/."""
+area and the document's sources, ask the open notebook's kernel (and its session's record), run a cell, take a
+screenshot into test-artifacts/."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +61,36 @@ def kernel_print(page: Any, expression: str) -> str:
 
 def cell_output(page: Any, index: int) -> Any:
     return page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-OutputArea")
+
+
+#: each call of the open notebook's session and how many results its saved record holds for it (one each)
+RESULTS_PER_CALL = (
+    "__import__('json').dumps((lambda a: (lambda s: {c.call_id: sum(r.call_id == c.call_id for n in s.messages "
+    "for r in n.tool_results()) for m in s.messages for c in m.tool_calls()})(a.store.load(a.session.id)))"
+    "(get_ipython().magics_manager.registry['ShiroMagics'].agent))"
+)
+
+
+def results_per_call(page: Any) -> dict[str, int]:
+    """How many results the session's saved record (SHIRO_HOME) holds for each call the model made."""
+    return dict(json.loads(kernel_print(page, RESULTS_PER_CALL)))
+
+
+def run_cell_at(page: Any, index: int) -> None:
+    """Run cell ``index`` of the open notebook as Shift+Enter on it does (JupyterLab's own Run)."""
+    page.evaluate(
+        """index => { const panel = window.jupyterapp.shell.currentWidget; panel.content.activeCellIndex = index;
+                    return window.jupyterapp.commands.execute('notebook:run-cell'); }""",
+        index,
+    )
+
+
+def sources(page: Any) -> list[str]:
+    """The open document's cell sources (the model, not the file)."""
+    return list(
+        page.evaluate(
+            """() => { const cells = window.jupyterapp.shell.currentWidget.content.model.cells; const out = [];
+                     for (let i = 0; i < cells.length; i++) out.push(cells.get(i).sharedModel.getSource());
+                     return out; }"""
+        )
+    )

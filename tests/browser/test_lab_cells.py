@@ -23,10 +23,11 @@ import nbformat
 import pytest
 from conftest import ARTIFACTS, ROOT, Lab  # tests/browser/conftest.py (its folder is on sys.path)
 from fakeopenai import Call, Reply
-from labutil import kernel_print, open_notebook, shot, write_notebook
+from labutil import kernel_print, open_notebook, results_per_call, shot, write_notebook
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
 from shiro_kernel.notebook.channel import BLOCKED, UNANSWERED_BLOCKED
+from shiro_kernel.notebook.document import SKIPPED_TURN_CELL
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -175,6 +176,7 @@ def test_hello_then_read_sees_unsaved_typing(nb: Any) -> None:
         "protocol": 1,
         "path": NAME,
         "panel": page.evaluate("window.jupyterapp.shell.currentWidget.id"),
+        "client": page.evaluate("window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.clientId"),
         "version": version,
         "withdraws": True,
     }
@@ -678,6 +680,45 @@ def test_notebook_run_puts_outputs_in_the_document_and_returns_them(agent: Any, 
     assert isinstance(count, int)
     saw = model_saw(lab)
     assert "ran by shiro 42" in saw and f"[1] ok (execution {count})" in saw, saw
+
+
+def test_rerunning_all_cells_skips_the_turns_own_shiro_cell_and_keeps_one_result_per_call(agent: Any, lab: Lab) -> None:
+    """Issue 33 #2: "rerun all the cells" names the %shiro cell that asked: it is not run (no turn starts inside
+    the turn), the model reads that it was skipped, the cells after it run, and the saved record keeps exactly
+    one result per call."""
+    page = agent
+    lab.fake.enqueue(
+        Reply(tool_calls=[READ]),
+        Reply(tool_calls=[Call("notebook_run", {"cells": [0, 1, 2, 3]})]),
+        Reply(text="Reran every cell but this one."),
+    )
+    reset(
+        page,
+        [
+            '%load_ext shiro_kernel\n%config Shiro.approval = "auto"',
+            "reruns = globals().get('reruns', 0) + 1",
+            "%shiro rerun all the cells",
+            "print('after', reruns)",
+        ],
+    )
+    kernel_print(page, "globals().pop('reruns', None) and ''")
+    before = len(lab.fake.requests)
+    run_all(page)
+    final_turn(page, 2, "Reran every cell but this one.")
+    page.wait_for_timeout(1500)  # a turn the run had started (or queued) would be asking the model by now
+    assert len(lab.fake.requests) == before + 3, [r.body.get("input", [])[:1] for r in lab.fake.requests[before:]]
+    ran = last_results(lab)
+    assert len(ran) == 1 and f"[2] {SKIPPED_TURN_CELL}" in ran[0] and "[3] ok" in ran[0] and "after 2" in ran[0], ran
+    assert kernel_print(page, "reruns").strip() == "2"  # cell 1: by Run All, then by the agent
+    assert cell(page, 2).locator(".jp-RenderedShiroTurn").count() == 1  # one turn in the cell
+    per_call: dict[str, int] = {}
+    for _ in range(50):  # the record is written when the turn ends
+        per_call = results_per_call(page)
+        if len(per_call) >= 2:
+            break
+        time.sleep(0.1)
+    assert per_call and set(per_call.values()) == {1}, per_call
+    shot(page, "cells-rerun-all-skips-the-shiro-cell")
 
 
 def test_fix_with_shiro_ends_with_the_fixed_cell_after_accept(agent: Any, lab: Lab) -> None:

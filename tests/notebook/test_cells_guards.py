@@ -168,6 +168,22 @@ def test_the_window_that_ran_the_shiro_cell_serves_its_turn(shiro_shell, fake_op
     assert "[2] code (not run) id=c3" in told(fake_openai)[0]
 
 
+def test_a_window_opened_after_the_comm_gets_it_again_and_serves_the_turn_it_ran(shiro_shell, fake_openai, attached):
+    """Window B opened after the kernel opened its comm (so it never heard it) and ran the %shiro cell: the
+    channel is opened again once, B says hello, and B serves the turn; A, which heard both, serves nothing."""
+    a, b = two_windows(shiro_shell)
+    windows = Windows([a])
+    live = attached(windows)
+    live.channel.open(None)  # %load_ext, while only A was open
+    windows.fronts.append(b)
+    live.note_cell("c3", "window-b")
+    fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(text="read"))
+    turn(shiro_shell, "%shiro go", cell_id="c3")
+    assert (a.opened, b.opened) == (2, 1)
+    assert [r["op"] for r in b.requests if r.get("type") == "request"] == ["read"]
+    assert not [r for r in a.requests if r.get("type") == "request" and r.get("to") == "window-a"]
+
+
 def test_a_reply_from_a_window_not_asked_is_dropped(shiro_shell, fake_openai, attached):
     """A second window that answers requests meant for the first (a forged accept, the document untouched)
     is not heard: the kernel takes the reply of the window it asked, and the user's reject stands."""
