@@ -238,6 +238,8 @@ class Agent:
             max_retries=c.max_retries,
             reasoning_effort=reasoning_effort,
             cache_key=self.session.id,  # one session, one cache: its requests share their prefix
+            api_explicit=c.api_chosen,
+            vision=c.vision,
         )
 
     def ask_model(self, system: str, prompt: str) -> str:
@@ -278,8 +280,7 @@ class Agent:
         context = self._tool_context(model)
         effort = spec.get("reasoning_effort")
         provider = self.provider(model, str(effort) if effort else None)
-        send_images = self.config.vision is True or (self.config.vision == "auto" and self.session.vision is not False)
-        provider.images = assets().data_url if send_images else None
+        provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
         return TurnSetup(
             prompt=line.prompt,
             model=model,
@@ -298,7 +299,6 @@ class Agent:
                 compact_threshold=self.config.compact_threshold,
                 store=self.config.store,
                 budget_usd=self._budget(model, emit),
-                vision=self.config.vision,
             ),
             on_event=self._turn_end(line, context.notebook_path, emit),
         )

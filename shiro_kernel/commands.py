@@ -87,15 +87,17 @@ def _save(agent: Agent, arg: str) -> str:
 
 def _cost(agent: Agent, arg: str) -> str:
     from .store.ids import short_id
-    from .ui.money import cost_line
+    from .ui.money import ESTIMATED, cost_line
 
     u = agent.session.usage
     cost = cost_line(u.cost_usd, agent.session.model or agent.config.model)
     meter = agent.budget_meter()
+    mark = "~" if u.estimated else ""
     cached = f" ({u.cached_input_tokens:,} of them cached)" if u.cached_input_tokens else ""
+    estimated = f" {ESTIMATED}" if u.estimated else ""
     return (
-        f"session {short_id(agent.session.id)}: {u.input_tokens:,} input{cached} + {u.output_tokens:,} output "
-        f"tokens, cost {cost}" + (f" ({meter})" if meter else "")
+        f"session {short_id(agent.session.id)}: {mark}{u.input_tokens:,} input{cached} + {mark}{u.output_tokens:,} "
+        f"output tokens{estimated}, cost {cost}" + (f" ({meter})" if meter else "")
     )
 
 

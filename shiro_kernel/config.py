@@ -157,6 +157,16 @@ class Shiro(Configurable):
     def _api_default(self) -> str:
         return environment().api or "responses"
 
+    @observe("api")
+    def _api_set(self, change: dict[str, str]) -> None:
+        self._api_chosen = True
+
+    @property
+    def api_chosen(self) -> bool:
+        """The user chose the API (``%config Shiro.api``, ``ipython_config.py``, ``SHIRO_API``): it is kept even on
+        a server that lacks it (the error then says what to set), never switched by shiro."""
+        return bool(getattr(self, "_api_chosen", False)) or environment().api is not None
+
     @default("replay")
     def _replay_default(self) -> str:
         return environment().replay or "auto"

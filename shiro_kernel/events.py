@@ -37,6 +37,8 @@ class Usage:
     cost_usd: float | None = None  # None when the model is not in the price table
     #: of ``input_tokens``, those the provider served from its prompt cache (priced at the cached rate)
     cached_input_tokens: int = 0
+    #: the server sent no usage: the counts are the estimate (characters / 4), and every view says so
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         cost = (
@@ -49,6 +51,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             cost,
             self.cached_input_tokens + other.cached_input_tokens,
+            self.estimated or other.estimated,
         )
 
 

@@ -29,8 +29,6 @@ class Session:
     tasks: TaskList = field(default_factory=TaskList)
     #: the model the last turn actually used (``--model`` included); None before the first turn
     model: str | None = None
-    #: False once the model refused images (``Shiro.vision = "auto"``): figures go as text from then on
-    vision: bool | None = None
     #: tools the user allowed for the rest of this session with "Always"
     always_allowed: set[str] = field(default_factory=set)
     #: the notebook's cell fingerprint at the end of the last turn (``context.cells.fingerprint``)

@@ -107,9 +107,9 @@ SHORTENED_NOTICE = "{n} oversized tool argument{s} or result{s} shortened in the
 STEP_OUTPUT_CHARS = 100_000
 COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
 REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
-NO_VISION_NOTICE = (
-    "this model does not take images: the step was re-sent with text descriptions of the figures instead, and "
-    "this session will keep doing so (%config Shiro.vision = True sends images again)"
+WINDOW_NOTICE = (
+    "context compacted to fit the model's context window at this server{window}: {before} messages pruned to {after} "
+    "on the wire"
 )
 
 
@@ -127,8 +127,6 @@ class TurnOptions:
     store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
     #: the session's spend limit in USD (None: no limit, or the model is unpriced and it cannot be checked)
     budget_usd: float | None = None
-    #: ``Shiro.vision``: "auto" (a provider's "no images" error makes the step rerun without), True, False
-    vision: str | bool = "auto"
 
 
 @dataclass
@@ -151,6 +149,8 @@ class Turn:
     _inlined: bool = field(default=False, init=False, repr=False)
     _told_headless: bool = field(default=False, init=False, repr=False)
     _shortened: bool = field(default=False, init=False, repr=False)
+    _refitted: bool = field(default=False, init=False, repr=False)  # pruned to fit the server's window this step
+    _sent: list[Message] = field(default_factory=list, init=False, repr=False)  # this step's history on the wire
     # the batch of calls being answered: results so far, and the call running now (call, start time)
     _step_results: list[ToolResultPart] = field(default_factory=list, init=False, repr=False)
     _running: tuple[ToolCallPart, float] | None = field(default=None, init=False, repr=False)
@@ -294,7 +294,7 @@ class Turn:
         reached again; then the history is pruned down to the low-water mark and that is held. ``records``:
         the messages' records from the session's meter, if they are the session's own. One ``compacted``
         notice per turn."""
-        history, meter, threshold = self.session.messages, meter_of(self.session), self.options.compact_threshold
+        history, meter, threshold = self.session.messages, meter_of(self.session), self.threshold()
         hold = self.session.caches.get("hold")
         if isinstance(hold, Hold) and hold.holds(history, messages):
             wire, tokens = hold.extend(messages, meter.records(history))
@@ -315,8 +315,17 @@ class Turn:
             self.on_event(Notice(text, kind="compacted"))
         return result.messages
 
+    def threshold(self) -> int:
+        """Where the wire copy is pruned: ``compact_threshold``, or lower where the server's context window
+        (learned from an overflow error) is smaller."""
+        profile = getattr(self.provider, "profile", None)
+        if profile is None:
+            return self.options.compact_threshold
+        return int(profile.threshold(self.options.compact_threshold))
+
     def _call_model(self, specs: list[dict[str, Any]]) -> Done:
         """One step's model call, repaired and rerun where a failure allows it; raises :class:`ModelFailed`."""
+        self._refitted = False
         while True:
             try:
                 return self._call_once(specs)
@@ -334,27 +343,43 @@ class Turn:
             self.session.changed()
             self.on_event(Notice(INLINE_RETRY_NOTICE))
             return True
-        if (
-            kind == "images_unsupported"
-            and self.options.vision == "auto"
-            and getattr(self.provider, "images", None) is not None
-        ):
-            # The model takes no images: the step reruns with each image's text stand-in (a figure's
-            # title, axes and series), and the session remembers not to send images to it.
-            self.provider.images = None  # type: ignore[attr-defined]
-            self.session.vision = False
-            self.session.changed()
-            self.on_event(Notice(NO_VISION_NOTICE, kind="warning"))
-            return True
+        if kind == "context_overflow" and not self._refitted:
+            # The request is larger than the model's window (now in the server's profile): the step reruns
+            # with the history pruned to fit it, where pruning can; else the error names the window.
+            self._refitted = True
+            return self._fits_window()
         return False
+
+    def _fits_window(self) -> bool:
+        """Whether the history, pruned to what the server's window leaves it, fits (then this and later
+        requests are pruned so); False when not even the rest of the request fits, or pruning cannot."""
+        profile = getattr(self.provider, "profile", None)
+        if profile is None:
+            return False
+        meter = meter_of(self.session)
+        room = int(profile.room(meter.estimate(self._sent)))
+        if room <= 0:
+            return False  # the instructions, the tools and the state alone fill the window
+        result = prune_to_fit(self.session.messages, int(room * LOW_WATER), meter=meter)
+        if not result.changed or result.tokens_after > room:
+            return False
+        profile.history_room = room
+        self.session.caches.pop("hold", None)  # pruned again from the start, to the new threshold
+        window = f" ({profile.context_window:,} tokens)" if profile.context_window else ""
+        self._compacted = True  # this notice is the turn's one compacted notice
+        self.on_event(
+            Notice(WINDOW_NOTICE.format(window=window, before=result.before, after=result.after), kind="compacted")
+        )
+        return True
 
     def _call_once(self, specs: list[dict[str, Any]]) -> Done:
         done: Done | None = None
         error: Error | None = None
         shown = False  # has anything of this step reached the user?
-        system = self.system_prompt()
+        system, state = self.system_prompt(), self.state()
+        self._sent = self.wire_messages()
         event: ProviderEvent | Notice
-        for event in self.provider.stream(system, self.wire_messages(), specs, self.abort, state=self.state()):
+        for event in self.provider.stream(system, self._sent, specs, self.abort, state=state):
             if isinstance(event, Done):
                 done = event
             elif isinstance(event, Error):

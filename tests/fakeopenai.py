@@ -94,7 +94,8 @@ class Reply:
     ``reasoning`` is a reasoning *summary*: the responses endpoint emits a
     reasoning item ``rs_…`` before the other output items (with
     ``encrypted_content`` only when the request's ``include`` asks for it);
-    the chat endpoint ignores it.  ``phase`` sets the responses message ``phase``.
+    the chat endpoint sends it as ``reasoning_content`` (as vLLM, llama.cpp and
+    DeepSeek do).  ``phase`` sets the responses message ``phase``.
     ``usage`` is ``(input_tokens, output_tokens)``; by default it is estimated
     from the sizes of the request and the reply.
     """
@@ -111,7 +112,7 @@ class Reply:
 class Fault:
     """A scripted failure, used as a queue item.  Build it with the classmethods."""
 
-    kind: str  # "error" | "cut" | "malformed" | "delay"
+    kind: str  # "error" | "cut" | "malformed" | "delay" | "failed"
     # named http_status: a field called `status` would be shadowed by the `status()` builder below
     http_status: int = 200
     body: dict[str, Any] | None = None
@@ -182,6 +183,13 @@ class Fault:
         ``response.in_progress``, or after the chat role chunk), so no text has arrived yet.
         """
         return cls("malformed", after_events=after_events)
+
+    @classmethod
+    def failed(cls, after_events: int | None = None) -> Fault:
+        """A Responses stream that reports its failure mid-answer: after ``after_events`` events (by default
+        before the first output), an ``error`` event and ``response.failed``, then the stream ends (the shapes
+        of vercel-ai's openai-error.1.chunks.txt: an exceeded quota)."""
+        return cls("failed", after_events=after_events)
 
     @classmethod
     def delay(cls, seconds: float, then: ReplyItem | None = None) -> Fault:
@@ -256,6 +264,24 @@ def _check_data_url(url: Any, where: str) -> None:
             param=where,
             code="invalid_image_format",
         )
+
+
+#: the quota error of vercel-ai's openai-error.1.chunks.txt (a real stream)
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more information on this "
+    "error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
+
+
+def _failed_events(seq: int) -> list[str]:
+    """An ``error`` event and ``response.failed``, numbered from ``seq``."""
+    err = {"type": "insufficient_quota", "code": "insufficient_quota", "message": QUOTA_MESSAGE, "param": None}
+    failed = {"id": _hex_id("resp_"), "object": "response", "status": "failed", "output": []}
+    failed["error"] = {"code": "insufficient_quota", "message": QUOTA_MESSAGE}
+    return [
+        f"event: error\ndata: {_json({'type': 'error', 'sequence_number': seq, 'error': err})}\n\n",
+        f"event: response.failed\ndata: {_json({'type': 'response.failed', 'sequence_number': seq + 1, 'response': failed})}\n\n",
+    ]
 
 
 def _hex_id(prefix: str) -> str:
@@ -648,6 +674,19 @@ class FakeOpenAI:
         #: message. ``template_error``: the status and text of the refusal (default: vLLM's 400).
         self.chat_template: str | None = None
         self.template_error: tuple[int, str] | None = None
+        #: Imitate a real server where its answers differ from OpenAI's (measured against it, TOOLCHAIN.md):
+        #: "llama-cpp-python" (its server, 0.3.36): no ``/v1/responses`` (404 ``{"detail": "Not Found"}``), no
+        #: usage in a stream whatever ``stream_options`` says, and a request over ``n_ctx`` tokens is a 400
+        #: ``context_length_exceeded`` without streaming while its stream ends empty (200, no event);
+        #: "ollama": a Responses API that keeps nothing (every answer says ``"store": false``, nothing is stored,
+        #: and an ``item_reference`` is its 400 ``unknown input item type: "item_reference"``).
+        self.imitate: str | None = None
+        #: the model's context window in tokens (estimated as characters / 4 of the messages), or None
+        self.n_ctx: int | None = None
+        #: where a model whose server's tool parser missed its calls leaves them: "text" or "reasoning" (as
+        #: Qwen's and Hermes's templates write them, ``<tool_call>{"name", "arguments"}</tool_call>``), and
+        #: ``tool_calls`` comes back empty; None: as the API's tool calls
+        self.tool_calls_as: str | None = None
         #: Validate request bodies against the OpenAPI spec.
         self.validate = validate
         #: 404 for an inline item carrying an ``id`` the server never stored.  Note: one
@@ -833,6 +872,9 @@ class FakeOpenAI:
         if rec.method == "GET" and endpoint == "/v1/models":
             self._models(h, rec)
             return
+        if self.imitate == "llama-cpp-python" and endpoint == "/v1/responses":
+            self._send_json(h, rec, 404, {"detail": "Not Found"})  # FastAPI's answer for a route it lacks
+            return
         if rec.method != "POST" or endpoint not in ("/v1/responses", "/v1/chat/completions"):
             self._send_json(
                 h, rec, 404, _error_body(f"Invalid URL ({rec.method} {rec.path})", "invalid_request_error", None, None)
@@ -871,7 +913,11 @@ class FakeOpenAI:
                 context = self._check_responses_history(body)
             self._check_images(body, chat=endpoint == "/v1/chat/completions")
             self._check_template(body, context, chat=endpoint == "/v1/chat/completions")
+            self._check_window(rec)
         except _ApiError as e:
+            if e.status == 400 and e.body["error"].get("code") == "context_length_exceeded" and rec.stream:
+                self._empty_stream(h, rec)  # llama-cpp-python raises after the stream's headers
+                return
             self._send_json(h, rec, e.status, e.body)
             return
 
@@ -880,9 +926,52 @@ class FakeOpenAI:
             item: ReplyItem = self._queue.popleft() if self._queue else self.default_reply
         self._run_item(h, rec, item, context)
 
+    def _check_window(self, rec: Recorded) -> None:
+        """A request over ``n_ctx`` tokens: llama-cpp-python's 400 (0.3.36's words)."""
+        if self.n_ctx is None:
+            return
+        body = rec.body
+        tokens = _approx_tokens(len(_json([body.get("instructions") or "", body.get("messages") or body.get("input")])))
+        if tokens > self.n_ctx:
+            raise _ApiError(
+                400,
+                f"This model's maximum context length is {self.n_ctx} tokens. However, you requested {tokens} tokens "
+                f"({tokens} in the messages, None in the completion). Please reduce the length of the messages or "
+                "completion.",
+                param="messages",
+                code="context_length_exceeded",
+            )
+
+    def _empty_stream(self, h: _Handler, rec: Recorded) -> None:
+        """A 200 event stream that ends at once with no event, and the connection closed (llama-cpp-python's
+        stream of a request its model cannot take)."""
+        rec.status = 200
+        h.send_response(200)
+        h.send_header("content-type", "text/event-stream; charset=utf-8")
+        h.send_header("transfer-encoding", "chunked")
+        self._common_headers(h)
+        h.end_headers()
+        h.wfile.write(b"0\r\n\r\n")
+        h.wfile.flush()
+        h.close_connection = True
+
+    def _as_text(self, reply: Reply) -> Reply:
+        """``reply`` with its tool calls written as text where ``tool_calls_as`` says (a missed tool parser)."""
+        if self.tool_calls_as is None or not reply.tool_calls:
+            return reply
+        written = "".join(
+            f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments_json()}}}\n</tool_call>'
+            for c in reply.tool_calls
+        )
+        if self.tool_calls_as == "reasoning":
+            return Reply(text=reply.text or "", reasoning=(reply.reasoning or "") + written, usage=reply.usage)
+        return Reply(text=(reply.text or "") + written, reasoning=reply.reasoning, usage=reply.usage)
+
     def _run_item(self, h: _Handler, rec: Recorded, item: ReplyItem, context: list[_Resolved]) -> None:
         if callable(item) and not isinstance(item, (Reply, Fault)):
             item = item(rec)
+        if isinstance(item, Reply):
+            item = self._as_text(item)
         if isinstance(item, Fault):
             if item.kind == "error":
                 self._send_json(h, rec, item.http_status, item.body or {}, item.headers)
@@ -985,6 +1074,10 @@ class FakeOpenAI:
                 if fault.kind == "malformed":
                     chunk(b'data: {"type": "response.output_text.delta", "delta": "oops\n\n')
                     break
+                if fault.kind == "failed":
+                    for frame in _failed_events(n):
+                        chunk(frame.encode())
+                    break
             chunk(frame.encode())
         if fault is not None and fault.kind == "cut":
             raise _CutConnection()  # after_events past the end: still never finish the body
@@ -1047,6 +1140,8 @@ class FakeOpenAI:
                 typ = it.get("type")
                 item_id = it.get("id")
                 is_ref = typ == "item_reference" or (typ is None and "role" not in it and item_id is not None)
+                if is_ref and self.imitate == "ollama":
+                    raise _ApiError(400, 'unknown input item type: "item_reference"')
                 if is_ref:
                     if not store:
                         raise _ApiError(404, _STORE_FALSE_404.format(id=item_id))
@@ -1279,7 +1374,7 @@ class FakeOpenAI:
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "safety_identifier": body.get("safety_identifier"),
             "service_tier": "auto",
-            "store": body.get("store") is not False,
+            "store": body.get("store") is not False and self.imitate != "ollama",
             "temperature": body.get("temperature", 1.0),
             "text": body.get("text") or {"format": {"type": "text"}, "verbosity": "medium"},
             "tool_choice": body.get("tool_choice", "auto"),
@@ -1319,7 +1414,7 @@ class FakeOpenAI:
                 },
             }
         )
-        if store and rec.body.get("store") is not False:
+        if store and rec.body.get("store") is not False and self.imitate != "ollama":
             self._remember(resp["id"], output, context)
         return resp
 
@@ -1432,6 +1527,8 @@ class FakeOpenAI:
         }
         if calls:
             message["tool_calls"] = calls
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning  # vLLM's, llama.cpp's and DeepSeek's field
         return {
             "id": "chatcmpl-" + _alnum(29),
             "object": "chat.completion",
@@ -1448,6 +1545,8 @@ class FakeOpenAI:
     def _chat_chunks(self, rec: Recorded, reply: Reply) -> Iterator[str]:
         """Chunks as in pydantic-ai/test_openai/test_run_stream_sync_streams_real_model.yaml."""
         include_usage = bool((rec.body.get("stream_options") or {}).get("include_usage"))
+        if self.imitate == "llama-cpp-python":
+            include_usage = False  # its streams carry no usage, whatever stream_options says
         base = {
             "id": "chatcmpl-" + _alnum(29),
             "object": "chat.completion.chunk",
@@ -1467,6 +1566,9 @@ class FakeOpenAI:
             return f"data: {_json(c)}\n\n"
 
         yield chunk({"role": "assistant", "content": "" if (reply.text or not calls) else None, "refusal": None})
+        if reply.reasoning:
+            for d in _text_deltas(reply.reasoning):
+                yield chunk({"reasoning_content": d})
         if reply.text:
             for d in _text_deltas(reply.text):
                 yield chunk({"content": d})

@@ -113,7 +113,7 @@ def test_a_model_without_vision_gets_one_retry_with_a_text_description(fake_open
     _tool_row, notice, answer, _footer = final["data"]["text/plain"].split("\n\n")
     assert notice == (
         "[this model does not take images: the step was re-sent with text descriptions of the figures instead, "
-        "and this session will keep doing so (%config Shiro.vision = True sends images again)]"
+        "and shiro will keep doing so for it (%config Shiro.vision = True sends images again)]"
     )
     assert answer == "A rising curve."
     assert NO_VISION_MESSAGE not in text  # the refusal was handled, not shown as the turn's error

@@ -27,8 +27,14 @@ Time limits (``timeout_s``, ``max_retries``):
 * Not retried: a 5xx whose message says the model takes no images (llama.cpp answers 500 for it), an
   answer that is not the API's (an HTML proxy or login page: it says what came and which base URL to
   check), and any other 4xx.
-* Chat Completions refused for a model ("only supported in v1/responses") falls back to the
-  Responses API for the rest of the provider's life, mid-turn, with a notice.
+* What a failure teaches about the server — which API it has, where its chat template takes the per-step
+  state, whether the model takes images, a stream that ends empty (asked once more without streaming, so the
+  server's own error is read), its context window — is learned by its :class:`~.profile.ServerProfile`,
+  through one :meth:`~.profile.ServerProfile.adapt` the retry loop calls before anything else; the next
+  attempt goes as the profile now says, and the cell is told once.
+* A response without usage (most local servers' streams) is counted by the estimate (characters / 4) and
+  marked as one (:attr:`~shiro_kernel.events.Usage.estimated`); tool calls a server left in the text are made
+  calls (:mod:`~.textcalls`).
 
 Every way an attempt can fail (the SDK's errors and those of :mod:`~shiro_kernel.provider.failures`) is
 folded one way: :meth:`Provider._retry_delay` says whether to try again, :meth:`Provider._failed` turns it
@@ -42,8 +48,8 @@ call instead.
 
 from __future__ import annotations
 
+import json
 import random
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -52,17 +58,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..config import environment
+from ..store.paths import home
 from . import state as state_place
+from . import textcalls
 from .failures import (
-    RESPONSES_ONLY,
     RETRY_STATUSES,
+    Idle,
     NotAPI,
     ResponseFailed,
     StreamBroken,
     StreamError,
     broken_sentence,
     error_kind,
+    no_responses_sentence,
     not_api_sentence,
+    overflow_sentence,
     redact,
     retry_after,
     safe_url,
@@ -71,10 +81,11 @@ from .failures import (
     status_sentence,
     url_secrets,
 )
+from .profile import Failure, Profiles, ServerProfile
 from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
-    from ..events import Error, Notice, ProviderEvent
+    from ..events import Error, Notice, ProviderEvent, Usage
     from ..transcript import Message
     from .wire import ImageSource, InputCache
 
@@ -103,6 +114,10 @@ class ProviderSettings:
     #: routes the session's requests to the provider's cache for its prefix (``prompt_cache_key``); sent
     #: only to OpenAI's own API, which documents it (another server may refuse an unknown field)
     cache_key: str | None = None
+    #: the user chose ``api`` (``%config Shiro.api``, ``SHIRO_API``): kept even where the server lacks it
+    api_explicit: bool = False
+    #: ``Shiro.vision``: "auto" (send images until the model refuses them), True, False
+    vision: str | bool = "auto"
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -132,16 +147,30 @@ def shared_client(api_key: str, base_url: str | None) -> Any:
 class Provider:
     """Talks to one OpenAI-compatible server. ``client`` may be injected (e.g. for benchmarks)."""
 
-    def __init__(self, settings: ProviderSettings, client: Any = None) -> None:
+    def __init__(self, settings: ProviderSettings, client: Any = None, profiles: Profiles | None = None) -> None:
         self.settings = settings
-        self.api = settings.api
         self._client = client
         self._key: str | None = None
         #: where a tool result's images come from (the asset store's ``data_url``); None: send no images,
-        #: their text stand-ins instead (set per turn by the agent from ``Shiro.vision``)
+        #: their text stand-ins instead. Sent only while the profile says the model takes them.
         self.images: ImageSource | None = None
         self._inputs: InputCache | None = None  # each message's Responses items, built once
-        self.state_place = state_place.place_for(self.base_url, settings.model)  # where the state goes
+        #: what is known about this server and model (kept across kernels in SHIRO_HOME/servers.json)
+        self.profile: ServerProfile = (profiles or Profiles(home() / "servers.json")).load(
+            self.base_url, settings.model
+        )
+
+    @property
+    def api(self) -> str:
+        """The API the next call uses: the chosen one, as the server's profile allows."""
+        return self.profile.api(self.settings.api, self.settings.api_explicit)
+
+    @property
+    def state_place(self) -> str:
+        return self.profile.state_place
+
+    def _images(self) -> ImageSource | None:
+        return self.images if self.profile.sends_images(self.settings.vision) else None
 
     # -- the client --------------------------------------------------------------------------
     @property
@@ -201,10 +230,12 @@ class Provider:
         started = time.monotonic()
         deadline = started + self.retry_budget_s
         number = 0
+        plain = False  # the next attempt asks without streaming: a stream ended empty (once per call)
         while True:
             number += 1
             left = deadline - time.monotonic()
             attempt = Attempt(number, timeout=s.timeout_s if number == 1 else max(min(s.timeout_s, left), 0.01))
+            attempt.streamed = s.stream and not plain
             try:
                 if self.api == "chat":
                     yield from self._chat(client, system, messages, tools, abort, attempt, state)
@@ -213,16 +244,15 @@ class Provider:
                 return
             except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
                 failure: Exception = exc
-            if self._replace_state(failure, bool(state)):
-                yield Notice(state_place.notice(s.model, self.state_place), kind="warning")
-                continue
-            if self._responses_only(failure):
-                self.api = "responses"
-                yield Notice(
-                    f"{s.model} is not served on /v1/chat/completions here; "
-                    "switched to the Responses API for the rest of this session.",
-                    kind="warning",
+            adapted = None
+            if not attempt.shown:
+                adapted = self.profile.adapt(
+                    self._failure(failure, attempt, bool(state)), explicit_api=s.api_explicit, vision=s.vision
                 )
+            if adapted is not None and (adapted.stream or not plain):
+                if adapted.notice:
+                    yield Notice(adapted.notice, kind=adapted.kind)
+                plain = plain or not adapted.stream
                 continue
             delay = self._retry_delay(failure, attempt, deadline)
             if delay is not None:
@@ -233,31 +263,23 @@ class Provider:
             yield from self._failed(failure, attempt, time.monotonic() - started)
             return
 
+    def _failure(self, exc: Exception, attempt: Attempt, state: bool) -> Failure:
+        """What a failed attempt tells the server's profile."""
+        import openai
+
+        sent = {"api": attempt.api, "streamed": attempt.streamed, "state": state, "images": attempt.images}
+        if isinstance(exc, openai.APIStatusError):
+            body = getattr(exc, "body", None)
+            detail = json.dumps(body, default=str)[:4000] if isinstance(body, dict) else ""
+            message = server_message(exc)
+            return Failure(exc.status_code, message, body=detail, **sent)  # type: ignore[arg-type]
+        if isinstance(exc, NotAPI):
+            return Failure(None, exc.head.decode("utf-8", "replace"), not_api=True, **sent)  # type: ignore[arg-type]
+        empty = isinstance(exc, StreamBroken) and not isinstance(exc, (StreamError, Idle)) and attempt.events == 0
+        message = exc.message if isinstance(exc, (StreamError, ResponseFailed)) else str(exc)
+        return Failure(None, message, empty_stream=empty, **sent)  # type: ignore[arg-type]
+
     # -- what a failure means ----------------------------------------------------------------------------
-    def _replace_state(self, exc: Exception, state: bool) -> bool:
-        """The server's chat template refused the state where it was, or users in a row (:mod:`~.state`): the
-        state goes to the next place, for this server and model from now on."""
-        import openai
-
-        if not isinstance(exc, openai.APIStatusError):
-            return False
-        place = state_place.next_place(server_message(exc), self.state_place, state=state)
-        if place is not None:
-            self.state_place = place
-            state_place.learn(self.base_url, self.settings.model, place)
-        return place is not None
-
-    def _responses_only(self, exc: Exception) -> bool:
-        """Chat Completions refused for this model ("only supported in v1/responses")."""
-        import openai
-
-        return (
-            self.api == "chat"
-            and isinstance(exc, openai.APIStatusError)
-            and exc.status_code in (400, 404)
-            and re.search(RESPONSES_ONLY, server_message(exc)) is not None
-        )
-
     @staticmethod
     def _kind(exc: Exception) -> str | None:
         """The repairable failure (:func:`~shiro_kernel.provider.failures.error_kind`) ``exc`` names."""
@@ -305,20 +327,24 @@ class Provider:
         from ..events import Done, Error, Usage
 
         kind = self._kind(exc)
-        if isinstance(exc, openai.APIStatusError):
+        failure = self._failure(exc, attempt, False)
+        if attempt.api == "responses" and self.profile.route_missing(failure):  # the user chose this API
+            yield Error(self._redact(no_responses_sentence(self.host, failure.status, failure.message)), failure.status)
+        elif isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            sentence = status_sentence(
-                status,
-                server_message(exc),
-                attempt.number - 1,
-                host=self.host,
-                model=self.settings.model,
-                redact=self._redact,
-            )
+            message = server_message(exc)
+            if kind == "context_overflow":
+                sentence = overflow_sentence(self.host, self.profile.context_window, message, redact=self._redact)
+            else:
+                sentence = status_sentence(
+                    status, message, attempt.number - 1, host=self.host, model=self.settings.model, redact=self._redact
+                )
             yield Error(sentence, status=status, retryable=_retryable(status) and kind is None, kind=kind)
         elif isinstance(exc, NotAPI):
             yield Error(self._redact(not_api_sentence(exc, host=self.host)))
         elif isinstance(exc, ResponseFailed):
+            if attempt.parser is not None and attempt.shown:  # what arrived before the failure is kept
+                yield Done(attempt.parser.partial(), Usage(), api=self.api)
             yield Error(f"The model failed mid-answer: {self._redact(exc.message)}.", kind=kind)
         elif isinstance(exc, (openai.APIConnectionError, StreamBroken)):
             if attempt.parser is not None and attempt.shown:
@@ -383,12 +409,15 @@ class Provider:
         abort: threading.Event | None,
         attempt: Attempt,
         state: str = "",
-    ) -> Iterator[ProviderEvent]:
+    ) -> Iterator[ProviderEvent | Notice]:
         from ..events import Done, Usage
         from . import wire
 
         s = self.settings
-        items = self._input_cache().input(messages, store=bool(s.store), images=self.images)
+        images = self._images()
+        # items by reference only to a server that has shown it keeps them (its answers say "store": true)
+        refs = bool(s.store) and self.profile.keeps_state
+        items = self._input_cache().input(messages, store=refs, images=images)
         items, system = state_place.responses_parts(items, system, state, self.state_place)
         body: dict[str, Any] = {"model": s.model, "input": items}
         body["store"] = s.store
@@ -401,10 +430,12 @@ class Provider:
             body["include"] = ["reasoning.encrypted_content"]
         if s.reasoning_effort:
             body["reasoning"] = {"effort": s.reasoning_effort}
-        if not s.stream:
-            message, usage = wire.parse_response(post_json(client, "/responses", body, attempt), s.model)
-            yield usage
-            yield Done(message, usage, api="responses")
+        attempt.api, attempt.body, attempt.images = "responses", body, images is not None
+        if not attempt.streamed:
+            data = post_json(client, "/responses", body, attempt)
+            self._kept(data)
+            message, usage = wire.parse_response(data, s.model)
+            yield from self._answered(message, usage, attempt, tools)
             return
         body["stream"] = True
         parser = attempt.parser = wire.ResponsesStream(s.model)
@@ -418,9 +449,9 @@ class Provider:
             return
         if not parser.complete:
             raise StreamBroken("the stream ended before the response was complete")
+        self._kept(parser.final)
         message, usage = parser.result()
-        yield usage
-        yield Done(message, usage, api="responses")
+        yield from self._answered(message, usage, attempt, tools)
 
     # -- Chat Completions ------------------------------------------------------------------------
     def _chat(
@@ -432,12 +463,13 @@ class Provider:
         abort: threading.Event | None,
         attempt: Attempt,
         state: str = "",
-    ) -> Iterator[ProviderEvent]:
+    ) -> Iterator[ProviderEvent | Notice]:
         from ..events import Done, Usage
         from . import wire
 
         s = self.settings
-        entries = self._input_cache().chat(system, messages, self.images)
+        images = self._images()
+        entries = self._input_cache().chat(system, messages, images)
         body: dict[str, Any] = {
             "model": s.model,
             "messages": state_place.chat_messages(entries, state, self.state_place),
@@ -447,11 +479,11 @@ class Provider:
             body["tools"] = wire.chat_tools(tools)
         if s.reasoning_effort:
             body["reasoning_effort"] = s.reasoning_effort
-        if not s.stream:
+        attempt.api, attempt.body, attempt.images = "chat", body, images is not None
+        if not attempt.streamed:
             data = post_json(client, "/chat/completions", body, attempt)
             message, usage = wire.parse_chat_completion(data, s.model)
-            yield usage
-            yield Done(message, usage, api="chat")
+            yield from self._answered(message, usage, attempt, tools)
             return
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
@@ -465,8 +497,57 @@ class Provider:
         if not parser.complete:
             raise StreamBroken("the stream ended before the answer was complete")
         message, usage = parser.result()
+        yield from self._answered(message, usage, attempt, tools)
+
+    # -- an answer, as the turn gets it --------------------------------------------------------------
+    def _answered(
+        self, message: Message, usage: Usage, attempt: Attempt, tools: list[dict[str, Any]]
+    ) -> Iterator[ProviderEvent | Notice]:
+        """The ``Usage`` and ``Done`` of a complete answer: tool calls the server left in the text made calls
+        (said once per server), and a usage the server did not send estimated. An answer that was not streamed
+        is shown whole first (its reasoning and text as one delta each), as a stream would have shown it."""
+        from ..events import Done, Notice, ReasoningDelta, TextDelta
+        from ..transcript import ReasoningPart, TextPart
+
+        if not attempt.streamed:
+            for part in message.parts:
+                if isinstance(part, ReasoningPart) and part.text:
+                    yield ReasoningDelta(part.text)
+                elif isinstance(part, TextPart) and part.text:
+                    yield TextDelta(part.text)
+        called = textcalls.extract(message, (t["name"] for t in tools)) if tools else None
+        if called is not None:
+            message = called
+            if self.profile.learned_text_calls():
+                yield Notice(textcalls.notice(self.settings.model, self.host), kind="warning")
+        usage = self._counted(usage, attempt.body, message)
         yield usage
-        yield Done(message, usage, api="chat")
+        yield Done(message, usage, api=attempt.api)
+
+    def _counted(self, usage: Usage, body: dict[str, Any], message: Message) -> Usage:
+        """The server's usage; where it sent none (most local servers' streams), the estimate (characters /
+        4, as the context meter counts), marked as one."""
+        from ..events import Usage
+        from ..transcript import part_to_json
+        from .pricing import cost_usd
+
+        if usage.input_tokens or usage.output_tokens:
+            self.profile.usage = True
+            return usage
+        self.profile.usage = False
+        i, o = _estimate(body), _estimate([part_to_json(p) for p in message.parts])
+        return Usage(i, o, cost_usd(self.settings.model, i, o, 0), 0, estimated=True)
+
+    def _kept(self, response: dict[str, Any] | None) -> None:
+        """A Responses answer that says ``"store": true`` shows the server keeps its items: later requests may
+        refer to them by id."""
+        if isinstance(response, dict) and response.get("store") is True and not self.profile.keeps_state:
+            self.profile.learn_keeps_state()
+
+
+def _estimate(value: Any) -> int:
+    """The estimated tokens of what went (or came) over the wire: its JSON's characters / 4."""
+    return round(len(json.dumps(value, default=str)) / 4) if value else 0
 
 
 def _retryable(status: int) -> bool:

@@ -5,10 +5,10 @@
 * :func:`redact`, :func:`safe_url` and :func:`url_secrets`: what a message may show of the key and the base
   URL (never the key, a URL's ``user:password@`` or its query values).
 * :func:`error_kind`: the repairable failures a server's message names (an item the provider lost, a
-  model that takes no images), from the real texts of OpenAI and the common local servers.
+  model that takes no images, a context window too small), from the real texts of OpenAI and the common local servers.
 * :func:`server_message`: the server's own words out of the SDK's error; an HTML page by its title.
 * The sentences a failed call ends with: :func:`status_sentence`, :func:`broken_sentence`,
-  :func:`not_api_sentence` (the client folds every failure into one of them:
+  :func:`not_api_sentence`, :func:`no_responses_sentence`, :func:`overflow_sentence` (the client folds every failure into one of them:
   :meth:`~shiro_kernel.provider.client.Provider.stream`).
 * When to try again: :data:`RETRY_STATUSES`, :func:`retry_after`, :func:`server_allows_retry`,
   :func:`timed_out`.
@@ -46,6 +46,17 @@ IMAGES_UNSUPPORTED = (
     r"|not compiled for multimodal"  # old llama.cpp server, llamafile
     r"|invalid value: '(?:input_image|image_url)'\. supported values are: (?![^.\n]*image)"
 )
+#: a context window too small for the request: (the window, the tokens asked for) where the text says them.
+#: llama-cpp-python: "Requested tokens (544) exceed context window of 512"; llama.cpp server: "the request
+#: exceeds the available context size" (its body has n_ctx, n_prompt_tokens); vLLM and OpenAI's chat: "This
+#: model's maximum context length is 4096 tokens. However, you requested 5000 tokens"; vLLM's "Input prompt
+#: (5000 tokens) is too long and exceeds limit of 4096"; LM Studio: "… the model is loaded with context length of
+#: only 4096 tokens"; OpenAI's Responses API: "Your input exceeds the context window of this model"
+CONTEXT_OVERFLOW = (
+    r"(?i)exceeds? (the )?context window|exceeds the available context size|maximum context length is|"
+    r"is too long and exceeds limit of|loaded with context length of only|context_length_exceeded|"
+    r"input length exceeds the context length|prompt is too long"
+)
 #: statuses worth another attempt (as the SDK retries them)
 RETRY_STATUSES = frozenset({408, 409, 429})
 _MAX_RETRY_AFTER_S = 120.0
@@ -77,7 +88,7 @@ class StreamError(StreamBroken):
 
 class ResponseFailed(Exception):
     """The Responses stream itself reported the response failed (``response.failed``, an ``error`` event):
-    not tried again, and nothing of it kept."""
+    not tried again; what it showed before is kept, as for a broken stream."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -149,8 +160,8 @@ def _looks_like_html(text: str) -> bool:
 
 
 def server_message(exc: Any) -> str:
-    """The server's own words: ``{"error": {"message"}}``, ``{"message"}``, or ``{"error": "<text>"}`` and a
-    plain-text body (LM Studio, Ollama), where the SDK's own message is only ``Error code: 400``. An HTML
+    """The server's own words: ``{"error": {"message"}}``, ``{"message"}``, ``{"error": "<text>"}``, FastAPI's
+    ``{"detail": "<text>"}`` and a plain-text body (LM Studio, Ollama), where the SDK's own message is only ``Error code: 400``. An HTML
     error page (a proxy's 502) is summarised by its title."""
     body = getattr(exc, "body", None)
     if isinstance(body, dict):
@@ -159,6 +170,8 @@ def server_message(exc: Any) -> str:
             return str(err["message"])
         if isinstance(err, str) and err.strip():
             return err
+        if isinstance(body.get("detail"), str) and body["detail"].strip():  # FastAPI's (llama-cpp-python's) shape
+            return str(body["detail"])
     if isinstance(body, str) and body.strip():
         return f"an HTML page ({_html_title(body)})" if _looks_like_html(body) else body
     return str(getattr(exc, "message", "") or exc)
@@ -170,6 +183,8 @@ def error_kind(message: str) -> str | None:
         return "item_not_found"
     if re.search(IMAGES_UNSUPPORTED, message):
         return "images_unsupported"
+    if re.search(CONTEXT_OVERFLOW, message):
+        return "context_overflow"
     return None
 
 
@@ -232,6 +247,33 @@ def status_sentence(status: int, msg: str, retries: int, *, host: str, model: st
     return f"The model server rejected the request ({status}): {msg}."
 
 
+def no_responses_sentence(host: str, status: int | None, msg: str) -> str:
+    """A server without ``/v1/responses``, where the user chose that API (``Shiro.api``): what to set."""
+    words = " ".join(msg.split())[:80].rstrip(".")
+    answered = (
+        f"{status}: {words}"
+        if status and words and not words.lower().startswith("error code")
+        else (str(status) if status else f"with a page that is not the API's ({words})")
+    )
+    return (
+        f"The server at {host} has no Responses API (POST /v1/responses answered {answered}), and Shiro.api is "
+        'set to "responses": to use its Chat Completions, set %config Shiro.api = "chat" (or SHIRO_API=chat), '
+        "or unset it and shiro switches by itself."
+    )
+
+
+def overflow_sentence(host: str, window: int | None, msg: str, *, redact: Redact) -> str:
+    """A request larger than the model's context window, and what to do (the turn first prunes to fit)."""
+    said = redact(" ".join(msg.split())[:160].rstrip("."))
+    size = f"{window:,} tokens" if window else "smaller than this request"
+    return (
+        f"The model's context window at {host} is {size} ({said}), and this request does not fit even with the "
+        "history pruned: start the server with a larger context (llama.cpp: --n_ctx 8192 or -c 8192; Ollama: "
+        "num_ctx; vLLM: --max-model-len), use a model with a larger window, or start a shorter session "
+        "(%shiro --new, or /compact)."
+    )
+
+
 def broken_sentence(exc: Exception, *, host: str, timeout: float, shown: bool, tried: str, redact: Redact) -> str:
     """A connection that failed, a stream that broke or went quiet (``shown``: after something of the
     answer arrived; ``tried``: how often, in how long)."""
@@ -287,6 +329,7 @@ def _cause(exc: Exception) -> str:
 
 
 __all__ = [
+    "CONTEXT_OVERFLOW",
     "IMAGES_UNSUPPORTED",
     "ITEM_NOT_FOUND",
     "RESPONSES_ONLY",
@@ -298,7 +341,9 @@ __all__ = [
     "StreamError",
     "broken_sentence",
     "error_kind",
+    "no_responses_sentence",
     "not_api_sentence",
+    "overflow_sentence",
     "redact",
     "retry_after",
     "safe_url",

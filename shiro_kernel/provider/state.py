@@ -8,7 +8,7 @@ templates that make roles alternate (Mistral's, Gemma's) raise "… conversation
 for that and for two user messages in a row.
 
 So a request the server's template refused is sent again with the state placed elsewhere, and the place
-is kept for that server and model for the rest of the kernel's life:
+is kept in that server and model's profile (:mod:`~shiro_kernel.provider.profile`):
 
 1. ``system``: a system message after the conversation (the default);
 2. ``user``: a user message after the conversation, marked as shiro's note, not the user's words (for a
@@ -25,7 +25,6 @@ changes only the request's last message), except the last.
 from __future__ import annotations
 
 import re
-import threading
 from typing import Any
 
 #: the places, in the order they are tried
@@ -42,15 +41,6 @@ _ALTERNATE = re.compile(r"(?i)roles must alternate|must alternate (between )?use
 #: what a state note sent as a user message says it is
 USER_HEADER = "[A note from shiro, not from the user: the state of this session]"
 
-_learned: dict[tuple[str, str], str] = {}
-_lock = threading.Lock()
-
-
-def place_for(base_url: str, model: str) -> str:
-    """Where this server and model take the state: learned earlier in this kernel, else ``system``."""
-    with _lock:
-        return _learned.get((base_url, model), PLACES[0])
-
 
 def next_place(message: str, place: str, *, state: bool = True) -> str | None:
     """The place to try after the server refused, with ``message``, a request placed at ``place`` (``state``:
@@ -64,11 +54,6 @@ def next_place(message: str, place: str, *, state: bool = True) -> str | None:
         return None
     after = PLACES[PLACES.index(place) + 1 :]
     return next((p for p in tried if p in after), None)
-
-
-def learn(base_url: str, model: str, place: str) -> None:
-    with _lock:
-        _learned[(base_url, model)] = place
 
 
 def notice(model: str, place: str) -> str:
@@ -136,4 +121,4 @@ def _joined(a: Any, b: Any, text_type: str) -> Any:
     return [*parts(a), *parts(b)]
 
 
-__all__ = ["PLACES", "USER_HEADER", "chat_messages", "learn", "next_place", "notice", "place_for", "responses_parts"]
+__all__ = ["PLACES", "USER_HEADER", "chat_messages", "next_place", "notice", "responses_parts"]

@@ -40,16 +40,22 @@ def split_query(url: str | None) -> tuple[str | None, dict[str, str]]:
 
 
 class Attempt:
-    """One attempt of a call: its number (1 for the first), its timeout, its stream parser, and whether
-    anything was shown yet."""
+    """One attempt of a call: its number (1 for the first), its timeout, its stream parser, whether anything
+    was shown yet, and what a failure of it needs to be understood: the API and body it sent, whether the
+    body carried images, and how many events its stream delivered."""
 
-    __slots__ = ("number", "parser", "shown", "timeout")
+    __slots__ = ("api", "body", "events", "images", "number", "parser", "shown", "streamed", "timeout")
 
     def __init__(self, number: int, timeout: float) -> None:
         self.number = number
         self.timeout = timeout
         self.parser: ResponsesStream | ChatStream | None = None
         self.shown = False
+        self.api = ""
+        self.body: dict[str, Any] = {}
+        self.images = False
+        self.streamed = False
+        self.events = 0
 
     def options(self) -> dict[str, Any]:
         """The SDK's request options: this attempt's timeout, no retries of its own."""
@@ -124,6 +130,7 @@ def post_events(
                     message = err.get("message") if isinstance(err, dict) else err
                     raise StreamError(str(message or "the server reported an error in the stream"))
                 watch.event()
+                attempt.events += 1
                 if abort is not None and abort.is_set():
                     return
                 yield event

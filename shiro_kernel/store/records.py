@@ -3,8 +3,8 @@
     {"id", "createdAt", "updatedAt", "cwd", "provider": "openai", "model", "title",
      "inputTokens", "outputTokens", "costUsd" (omitted when unpriced),
      "notebook": {"todos": [...]}, "notebookPath", "cells" (the notebook's cell fingerprint at the end
-     of the last turn; omitted before the first), "vision": false (only once the model refused images),
-     "messages": [...]}
+     of the last turn; omitted before the first), "usageEstimated": true (only when some usage was estimated:
+     the server sent none), "messages": [...]}
 
 Pure functions, no files: :mod:`shiro_kernel.store.sessions` writes and reads them.
 """
@@ -64,14 +64,14 @@ def session_to_record(
     }
     if session.usage.cached_input_tokens:
         record["cachedInputTokens"] = session.usage.cached_input_tokens  # of inputTokens, served from cache
+    if session.usage.estimated:
+        record["usageEstimated"] = True  # a server sent no usage: those counts are characters / 4
     if session.usage.cost_usd is not None:
         record["costUsd"] = session.usage.cost_usd
     record["notebook"] = {"todos": session.tasks.state()}
     record["notebookPath"] = None if session.notebook_path is None else str(session.notebook_path)
     if session.cells is not None:
         record["cells"] = list(session.cells)
-    if session.vision is False:
-        record["vision"] = False
     if session.turns:
         record["turns"] = list(session.turns)
     record["messages"] = messages_to_json(messages)
@@ -124,12 +124,12 @@ def session_from_record(record: dict[str, Any]) -> Session:
             int(record.get("outputTokens") or 0),
             float(cost) if isinstance(cost, (int, float)) else None,
             int(record.get("cachedInputTokens") or 0),
+            record.get("usageEstimated") is True,
         ),
     )
     notebook = record.get("notebook")
     session.tasks.restore(notebook.get("todos") if isinstance(notebook, dict) else None)
     session.cells = valid_cells(record.get("cells"))
-    session.vision = False if record.get("vision") is False else None
     turns = record.get("turns")
     session.turns = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
     return session

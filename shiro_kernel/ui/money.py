@@ -1,4 +1,4 @@
-"""Money as the views show it: the footer's four decimals, a budget as typed, the budget's lines.
+"""Money as the views show it: the footer's tokens and four decimals, a budget as typed, the budget's lines.
 
 The turn loop and the agent deal in numbers (``Usage.cost_usd``, ``Shiro.budget_usd``); only the views
 (and the commands that print) turn them into text, here.
@@ -6,7 +6,21 @@ The turn loop and the agent deal in numbers (``Usage.cost_usd``, ``Shiro.budget_
 
 from __future__ import annotations
 
+from ..events import Usage
+
+#: what an estimated count says of itself (the server sent no usage; the counts are characters / 4)
+ESTIMATED = "(estimated: the server sent no usage)"
+
 BUDGET_REACHED = "budget reached: {spent} of {budget} spent — raise it with %config Shiro.budget_usd = {suggest}"
+
+
+def tokens(usage: Usage, cached: str = " ({n:,} cached)") -> str:
+    """``4,100 in · 60 out tokens``, or ``~4,100 in · ~60 out tokens (estimated: the server sent no usage)``
+    where the server sent none; ``cached``: how the cached share is said (``{n}``)."""
+    mark = "~" if usage.estimated else ""
+    share = cached.format(n=usage.cached_input_tokens) if usage.cached_input_tokens else ""
+    text = f"{mark}{usage.input_tokens:,} in{share} · {mark}{usage.output_tokens:,} out tokens"
+    return f"{text} {ESTIMATED}" if usage.estimated else text
 
 
 def money(value: float) -> str:

@@ -36,7 +36,7 @@ from ..events import (
 )
 from ..text import first_line, one_line
 from . import marks, outputs
-from .money import budget_message
+from .money import budget_message, tokens
 from .sanitize import inert_line, inert_markdown, md_code, md_to_html, plain_text
 
 
@@ -250,8 +250,7 @@ def _footer_line(log: TurnLog, extra: str) -> str:
 
 def footer(usage: Usage, extra: str = "") -> str:
     cost = f" · ${usage.cost_usd:.4f}" if usage.cost_usd is not None else ""
-    cached = f" ({usage.cached_input_tokens:,} cached)" if usage.cached_input_tokens else ""
-    text = f"{usage.input_tokens:,} in{cached} · {usage.output_tokens:,} out tokens{cost}"
+    text = f"{tokens(usage)}{cost}"
     return f"{text} · {extra}" if extra else text
 
 
@@ -383,6 +382,8 @@ def to_bundle_json(
         data["usage"] = {"inputTokens": u.input_tokens, "outputTokens": u.output_tokens, "costUsd": u.cost_usd}
         if u.cached_input_tokens:
             data["usage"]["cachedInputTokens"] = u.cached_input_tokens
+        if u.estimated:
+            data["usage"]["estimated"] = True  # the server sent no usage: the counts are the estimate
         data["end"] = {"reason": log.end.reason, "error": log.end.error}
     if log.numbers is not None:
         data["numbers"] = [{key: n.get(key) for key in NUMBER_KEYS} for n in log.numbers]

@@ -24,6 +24,7 @@ from ..tasks import MARKERS, progress_bar
 from ..text import one_line
 from .marks import numbers_line
 from .meter import meter_label
+from .money import tokens
 from .outputs import TURN_OUTPUT_BYTES, within_budget
 from .render import Throttle, ToolRow, TurnLog, log_entry_html
 
@@ -330,8 +331,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         u = end.usage
         missing = numbers_line(self.turn_log.numbers)
         self.status.value = html.escape(
-            f"{what} · {seconds:.1f} s · {u.input_tokens:,} in · {u.output_tokens:,} out tokens"
-            + (f" · {missing}" if missing else "")
+            f"{what} · {seconds:.1f} s · {tokens(u)}" + (f" · {missing}" if missing else "")
         )
         self.stop_button.layout.display = "none"
         self.show_queue([])

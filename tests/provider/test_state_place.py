@@ -9,7 +9,6 @@ per server and model."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,18 +16,17 @@ from fakeopenai import LLAMA_CPP_SYSTEM_FIRST, TEMPLATE_ERRORS, Call, Reply
 from IPython.utils.capture import capture_output
 from kernelutil import state_of
 
-from shiro_kernel.provider import state as placing
+from shiro_kernel.provider.profile import Profiles
 from shiro_kernel.provider.state import USER_HEADER, next_place
+from shiro_kernel.store.paths import home
 
 TODOS = [{"content": "load", "status": "done"}, {"content": "plot", "status": "in_progress"}]
 SAID = "takes no system message after the conversation"
 
 
-@pytest.fixture(autouse=True)
-def _forget_places() -> Iterator[None]:
-    placing._learned.clear()
-    yield
-    placing._learned.clear()
+def place_for(base_url: str, model: str) -> str:
+    """Where the server's profile (kept in this test's SHIRO_HOME) puts the state."""
+    return Profiles(home() / "servers.json").load(base_url, model).state_place
 
 
 def run(shell: Any, source: str) -> str:
@@ -146,7 +144,7 @@ def test_other_refusals_are_not_taken_for_the_template(shiro_shell, fake_openai)
     fake_openai.enqueue_error(400, "Invalid value for 'temperature': must be at most 2.")
     out = run(shiro_shell, "%shiro plan it")
     assert "temperature" in out and SAID not in out
-    assert len(fake_openai.requests) == 2 and placing.place_for(fake_openai.base_url, "gpt-4o-mini") == "system"
+    assert len(fake_openai.requests) == 2 and place_for(fake_openai.base_url, "gpt-4o-mini") == "system"
 
 
 @pytest.mark.parametrize(
