@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from fakeopenai import Call, Reply
+from fakeopenai import Call, Fault, Reply
 from faultlog import record
 from frontend import Cell, FrontEnd, Windows
 from IPython.utils.capture import capture_output
@@ -68,12 +68,13 @@ def attached(shiro_shell: Any) -> Any:
 # -- 33.2: a %shiro cell the agent runs ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("api", ["responses", "chat"])
 def test_a_shiro_cell_the_agents_run_reaches_starts_no_turn_and_each_call_keeps_one_result(
-    shiro_shell, fake_openai, attached
+    shiro_shell, fake_openai, attached, api
 ):
     """An older front end runs every cell a run names, the turn's own %shiro cell too: the magic sees that the
     agent's notebook_run runs it and starts nothing; the model reads the one sentence saying so; the record
-    keeps exactly one result per call, and no second turn reaches the model."""
+    keeps exactly one result per call, and no second turn reaches the model (on either API)."""
     front = FrontEnd(
         cells=[Cell("x = 41", id="c1"), Cell("%shiro rerun all the cells", id="c2"), Cell("x + 1", id="c3")],
         run_in=shiro_shell,
@@ -81,6 +82,7 @@ def test_a_shiro_cell_the_agents_run_reaches_starts_no_turn_and_each_call_keeps_
     )
     attached(front)
     shiro_shell.run_cell('%config Shiro.approval = "auto"')
+    shiro_shell.run_cell(f'%config Shiro.api = "{api}"')
     fake_openai.enqueue(
         Reply(tool_calls=[READ]),
         Reply(tool_calls=[Call("notebook_run", {"cells": [0, 1, 2]})]),
@@ -88,18 +90,38 @@ def test_a_shiro_cell_the_agents_run_reaches_starts_no_turn_and_each_call_keeps_
     )
     bundle = turn(shiro_shell, "%shiro rerun all the cells", cell_id="c2")
     assert len(fake_openai.requests) == 3  # the turn's own three: no turn started inside it
-    ran = told(fake_openai)[0]
+    ran = next(
+        r.output for m in agent_of(shiro_shell).session.messages for r in m.tool_results() if r.name == "notebook_run"
+    )
     assert f"[1] ok (execution 1)\n{RUN_BY_AGENT}" in ran and "[2] ok (execution 1)\n42" in ran, ran
     per_call = results_per_call(shiro_shell)
     assert len(per_call) == 2 and set(per_call.values()) == {1}, per_call
     assert bundle["end"]["reason"] == "answered"
     assert fake_openai.validation_errors == []
     record(
-        "the agent's notebook_run reaches its own %shiro cell (a front end that runs it)",
+        f"the agent's notebook_run reaches its own %shiro cell (a front end that runs it; {api} API)",
         1,
         sum(n - 1 for n in per_call.values()) + len(fake_openai.requests) - 3,
         "no turn started inside the turn; the model read the cell's one sentence; one result per call",
     )
+
+
+def test_a_shiro_line_read_as_headless_during_a_background_turn_queues_behind_it(shiro_shell, fake_openai):
+    """A %shiro line whose request looks headless (no widget front end seen for it: what a run without
+    JupyterLab's metadata looked like) while a background turn runs: it is queued behind that turn, never run
+    beside it on the same session."""
+    shiro_shell.run_cell('%config Shiro.frontend = "widgets"')
+    fake_openai.enqueue(Fault.delay(0.5, Reply(text="first done")), Reply(text="second done"))
+    with capture_output():
+        shiro_shell.run_cell("%shiro first")
+    shiro_shell.run_cell('%config Shiro.frontend = "text"')
+    with capture_output() as cap:
+        shiro_shell.run_cell("%shiro second")
+    assert cap.stdout.splitlines()[0] == "queued (position 1)", cap.stdout
+    controller = shiro_shell.magics_manager.registry["ShiroMagics"].controller
+    assert controller.wait_idle(15)
+    assert [r.body["input"][-1]["content"] for r in fake_openai.requests] == ["first", "second"]
+    assert set(results_per_call(shiro_shell).values()) <= {1}
 
 
 def test_notebook_run_tells_the_model_a_shiro_cell_was_skipped(shiro_shell, fake_openai, attached):
