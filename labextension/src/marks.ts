@@ -9,7 +9,8 @@
  * is marked in the raw answer with characters of Unicode's Private Use Area (its own pair per number,
  * `withSentinels`), the text is rendered and made inert, and only then does `applyMarks` turn a pair that
  * stands in one text node into an element built with the DOM (the number's own text as a text node, the
- * title an attribute set by the DOM). Pairs in attributes or split across elements are dropped unmarked.
+ * title an attribute set by the DOM). Pairs in attributes are dropped unmarked; a number split across elements
+ * (`1<b></b>6.4 %`) gets no link, and its ⚠ where it ends when it was found nowhere.
  * Offsets are Unicode code points (a Python string's), so the answer is indexed with `Array.from`.
  *
  * Everything but `applyMarks` is pure (node's test runner checks it).
@@ -144,11 +145,27 @@ export function withSentinels(answer: string, placed: IPlaced[]): string {
   return out;
 }
 
-/** A text with sentinel pairs, cut into plain runs and marked numbers (k: the number's place in `placed`). */
-export function splitMarked(text: string, used: number): Array<{ text: string; k: number | null }> {
-  const out: Array<{ text: string; k: number | null }> = [];
+/**
+ * A text with sentinel pairs, cut into plain runs, marked numbers (k: the number's place in `placed`) and
+ * lone closing characters (`lone`: the number was split by an element, `1<b></b>6.4 %`, and ends here).
+ */
+export function splitMarked(text: string, used: number): Array<{ text: string; k: number | null; lone?: boolean }> {
+  const out: Array<{ text: string; k: number | null; lone?: boolean }> = [];
   const pair = new RegExp(`([\\u${OPEN.toString(16)}-\\u${(OPEN + used - 1).toString(16)}])([^${sentinelClass(used)}]*)([\\u${CLOSE.toString(16)}-\\u${(CLOSE + used - 1).toString(16)}])`, 'g');
   const strip = (s: string): string => s.replace(sentinels(used), '');
+  const plain = (s: string): void => {
+    // the closing characters left in a plain run each end a number whose opening is elsewhere
+    let last = 0;
+    for (let i = 0; i < s.length; i++) {
+      const code = s.charCodeAt(i);
+      if (code >= CLOSE && code < CLOSE + used) {
+        out.push({ text: strip(s.slice(last, i)), k: null });
+        out.push({ text: '', k: code - CLOSE, lone: true });
+        last = i + 1;
+      }
+    }
+    out.push({ text: strip(s.slice(last)), k: null });
+  };
   let last = 0;
   for (let m = pair.exec(text); m; m = pair.exec(text)) {
     const k = m[1].charCodeAt(0) - OPEN;
@@ -156,13 +173,13 @@ export function splitMarked(text: string, used: number): Array<{ text: string; k
       continue;
     }
     if (m.index > last) {
-      out.push({ text: strip(text.slice(last, m.index)), k: null });
+      plain(text.slice(last, m.index));
     }
     out.push({ text: m[2], k });
     last = m.index + m[0].length;
   }
   if (last < text.length) {
-    out.push({ text: strip(text.slice(last)), k: null });
+    plain(text.slice(last));
   }
   return out.filter(part => part.text !== '' || part.k !== null);
 }
@@ -191,6 +208,14 @@ export function foundTitle(number: INumber, calls: Map<string, string>): string 
 /** The HTML id the kernel gives a tool row's output: `shiro-call-` and the call id, odd characters `_`. */
 export function callAnchor(callId: string): string {
   return 'shiro-call-' + callId.replace(/[^A-Za-z0-9_-]/g, '_');
+}
+
+function missingMark(doc: Document, text: string): HTMLElement {
+  const span = doc.createElement('span');
+  span.className = 'shiro-number-missing';
+  span.title = MISSING_TITLE;
+  span.textContent = text + MISSING;
+  return span;
 }
 
 /**
@@ -233,14 +258,18 @@ export function applyMarks(
         fragment.appendChild(doc.createTextNode(part.text));
         continue;
       }
-      marked++;
       const number = placed[part.k].number;
+      if (part.lone) {
+        if (!number.found) {
+          // a number split by markup (`1<b></b>6.4 %`): its ⚠ where it ends, so no split hides it
+          fragment.appendChild(missingMark(doc, ''));
+          marked++;
+        }
+        continue;
+      }
+      marked++;
       if (!number.found) {
-        const span = doc.createElement('span');
-        span.className = 'shiro-number-missing';
-        span.title = MISSING_TITLE;
-        span.textContent = part.text + MISSING;
-        fragment.appendChild(span);
+        fragment.appendChild(missingMark(doc, part.text));
         continue;
       }
       const callId = number.call_id ?? '';

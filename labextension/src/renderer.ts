@@ -7,8 +7,9 @@
  *
  * Safe whatever the notebook's trust: the model's text (answer, tool rows, notices, errors) is never
  * trusted. Every string goes in as text, and the answer's Markdown is rendered untrusted (JupyterLab's
- * sanitizer) and then made inert (./sanitize.ts: script URLs, command links). Only what the user's
- * approved code displayed (`drawableOutputs`) is drawn with the cell's trust, as a cell output is.
+ * sanitizer) and made inert before it is drawn (./sanitize.ts: images and media as links, nothing that
+ * loads, no script URLs or command links, none of shiro's own classes). Only what the user's approved
+ * code displayed (`drawableOutputs`) is drawn with the cell's trust, as a cell output is.
  */
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
@@ -32,7 +33,7 @@ import {
   toolLine
 } from './format';
 import { IPlaced, applyMarks, callNames, numbersOf, placeNumbers, withSentinels } from './marks';
-import { neutralise } from './sanitize';
+import { inertSanitizer, neutralise } from './sanitize';
 
 /**
  * Ranks: lower wins. HTML is 50, Markdown 60, the ipywidgets view -10. A finished turn's output
@@ -162,7 +163,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         host,
         source: withSentinels(source, placed).trim(),
         trusted: false,
-        sanitizer: o.sanitizer,
+        sanitizer: inertSanitizer(o.sanitizer), // nothing of it fetched, nothing passing for shiro's marks
         resolver: o.resolver,
         linkHandler: o.linkHandler,
         latexTypesetter: o.latexTypesetter,

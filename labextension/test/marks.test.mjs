@@ -72,7 +72,7 @@ test('adjacent numbers close before the next opens', () => {
   ]);
 });
 
-test('a text node is cut into plain runs and marked numbers; a split pair is dropped unmarked', () => {
+test('a text node is cut into plain runs and marked numbers; a split pair ends in a lone close', () => {
   assert.deepEqual(splitMarked(`up ${O(0)}16.4 %${C(0)} in Q3`, 1), [
     { text: 'up ', k: null },
     { text: '16.4 %', k: 0 },
@@ -80,7 +80,18 @@ test('a text node is cut into plain runs and marked numbers; a split pair is dro
   ]);
   // the number's pair was split by markup (`**1**2`): its halves are in two text nodes
   assert.deepEqual(splitMarked(`${O(0)}1`, 1), [{ text: '1', k: null }]);
-  assert.deepEqual(splitMarked(`2${C(0)} more`, 1), [{ text: '2 more', k: null }]);
+  // where it ends, the number's closing character stands alone: its ⚠ goes there when it was not found
+  assert.deepEqual(splitMarked(`2${C(0)} more`, 1), [
+    { text: '2', k: null },
+    { text: '', k: 0, lone: true },
+    { text: ' more', k: null }
+  ]);
+  assert.deepEqual(splitMarked(`a ${O(0)}1${C(1)}.5 %${C(0)}`, 2), [
+    { text: 'a 1', k: null },
+    { text: '', k: 1, lone: true },
+    { text: '.5 %', k: null },
+    { text: '', k: 0, lone: true }
+  ]);
 });
 
 test('titles and anchors name the call as the kernel does', () => {

@@ -2,7 +2,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { dropAttribute, dropElement, isScriptUrl, normaliseUrl, scheme } from '../lib/sanitize.js';
+import {
+  dropAttribute,
+  dropBeforeDrawing,
+  dropElement,
+  drawsInline,
+  imageLinkText,
+  linkInPage,
+  isScriptUrl,
+  modelClasses,
+  normaliseUrl,
+  scheme
+} from '../lib/sanitize.js';
 
 test('script URLs, however they are spelled', () => {
   for (const url of [
@@ -72,4 +83,34 @@ test('elements removed whole', () => {
   for (const tag of ['a', 'img', 'p', 'table', 'code', 'pre', 'svg', 'details']) {
     assert.ok(!dropElement(tag), tag);
   }
+});
+
+test('only inline image data draws; every other image of the model text is a link to it', () => {
+  for (const url of ['data:image/png;base64,iVBOR', ' DATA:image/svg+xml,%3Csvg%3E', 'data:image/webp;base64,x']) {
+    assert.ok(drawsInline(url), url);
+  }
+  for (const url of ['https://evil.example/x.png?q=secret', '//evil.example/x.png', 'x.png', '/files/x.png', 'data:text/html,x', '']) {
+    assert.ok(!drawsInline(url), url);
+  }
+  assert.equal(imageLinkText('chart', 'https://e/x.png', 'img'), 'image: chart');
+  assert.equal(imageLinkText(null, 'https://e/x.png', 'img'), 'image: ');
+  assert.equal(imageLinkText('', 'https://e/v.mp4', 'video'), 'video: https://e/v.mp4');
+});
+
+test("before drawing: what loads, styles, titles but a link's, hidden; shiro's classes", () => {
+  for (const [tag, name] of [['img', 'src'], ['img', 'srcset'], ['video', 'poster'], ['input', 'src'], ['td', 'background'],
+    ['p', 'style'], ['span', 'title'], ['abbr', 'title'], ['span', 'hidden'], ['source', 'SRCSET']]) {
+    assert.ok(dropBeforeDrawing(tag, name), `${tag} ${name}`);
+  }
+  for (const [tag, name] of [['a', 'title'], ['a', 'href'], ['code', 'class'], ['td', 'align']]) {
+    assert.ok(!dropBeforeDrawing(tag, name), `${tag} ${name}`);
+  }
+  assert.equal(modelClasses('shiro-number'), '');
+  assert.equal(modelClasses(' SHIRO-number-missing  language-python shiro-x'), 'language-python');
+  assert.equal(modelClasses('cm-keyword'), 'cm-keyword');
+  assert.equal(linkInPage('#shiro-call-call_1'), 'shiro');
+  assert.equal(linkInPage(' #SHIRO-call-x'), 'shiro');
+  assert.equal(linkInPage('#section'), 'page');
+  assert.equal(linkInPage('https://example.com/#shiro-call-x'), '');
+  assert.equal(linkInPage(null), '');
 });

@@ -274,6 +274,13 @@ def _renderer(base: Any, images: bool) -> Any:
         def safe_url(self, url: str) -> str:
             return str(super().safe_url(url)) if plain_url(url) else "#harmful-link"
 
+        def link(self, text: str, url: str, title: str | None = None) -> str:
+            # a link into the page gets no title, and none leads to shiro's own anchors: a found number's mark
+            # is such a link, titled with where the number was found (nothing of the model's text passes for it)
+            fragment = _bare_url(url).startswith("#")
+            target = "#" if _bare_url(url).startswith("#shiro-") else url
+            return str(super().link(text, target, None if fragment else title))
+
         def image(self, text: str, url: str, title: str | None = None) -> str:
             if images or _IMAGE_DATA.match(_bare_url(url)):
                 return str(super().image(text, url, title))

@@ -487,3 +487,13 @@ def test_a_disguised_number_found_in_an_output_is_found():
         ("&#53;.0 %", True),
     ]
     assert FOUND_LINK.format(FOUND_TITLE, "1\u200b3.1 %") in log_entry_html(log, 2)
+
+
+def test_a_markdown_link_cannot_pass_for_a_found_number():
+    """A found number's mark is a link to its tool row titled with where it was found: the model's own link
+    there, with such a title, keeps neither (and its number is marked as any other)."""
+    forged = f'[16.4 %](#shiro-call-call_growth "{FOUND_TITLE}") and [13.1 %](https://example.com "about it")'
+    answer_html = log_entry_html(checked_log(forged), 2)
+    assert answer_html.count('href="#shiro-call-') == 0 and answer_html.count(f'title="{FOUND_TITLE}"') == 1
+    assert f'<a href="#">{MISSING_SPAN.format("16.4 %")}</a>' in answer_html
+    assert '<a href="https://example.com" title="about it"><span class="shiro-number"' in answer_html
