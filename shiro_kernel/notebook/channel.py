@@ -288,9 +288,8 @@ class Channel:
         """Send one request to one front end (``to``'s, else the first to say hello) and wait for its reply
         (``ok: true``); :class:`ToolError` with one sentence for no front end, a blocked kernel, a timeout, a
         Stop, or the front end's own error."""
-        handle = self._handle
         reason = self.unavailable(to)
-        serving = self._serving(to)
+        handle, serving = self._handle, self._serving(to)
         if reason is not None or handle is None or serving is None:
             raise ToolError(reason or NO_FRONT_END)
         key, hello = serving
@@ -304,7 +303,8 @@ class Channel:
         while not pending.done.wait(0.05):
             stopped = abort is not None and abort.is_set()
             if stopped or time.monotonic() > deadline:
-                decided = self._withdraw(number, pending, handle, key, review=op == "review" and hello.get("withdraws"))
+                answers = op == "review" and bool(hello.get("withdraws"))  # it says what was decided before
+                decided = self._withdraw(number, pending, handle, key, answers=answers)
                 if stopped:
                     raise Withdrawn(STOPPED.get(op, STOPPED["read"]), decided)
                 # a page reload closes nothing: a front end that does not answer may be gone, so it is no longer
@@ -322,12 +322,13 @@ class Channel:
         return reply
 
     def _withdraw(
-        self, number: int, pending: _Pending, handle: Handle, key: str, *, review: Any
+        self, number: int, pending: _Pending, handle: Handle, key: str, *, answers: bool
     ) -> dict[int, dict[str, Any]] | None:
-        """Cancel request ``number``. A front end that says it ``withdraws`` answers a cancelled review with
-        what the user decided until then (``withdrawn``: the results so far, null for the undecided), read
-        here; None when it does not say (within :data:`WITHDRAW_WAIT_S`), and for a read or a run."""
-        says = bool(review) and self._handle is handle
+        """Cancel request ``number`` (sent to the front end of ``key``). A front end that says it ``withdraws``
+        (``answers``) answers a cancelled review with what the user decided until then (``withdrawn``: the
+        results so far, null for the undecided), read here; None when it does not say (within
+        :data:`WITHDRAW_WAIT_S`), and for a read or a run."""
+        says = answers and self._handle is handle
         if not says:
             with self._lock:
                 self._pending.pop(number, None)

@@ -258,7 +258,10 @@ class LiveNotebook:
         checked = dict(results)
         for k in accepted:
             shown, index = _shown(changes[k], results[k], found)
-            checked[k] = {**results[k], "index": index} if shown else {**results[k], "status": "unconfirmed"}
+            # not shown: the reply's index is its word too, so the row names the cell the model named
+            checked[k] = (
+                {**results[k], "index": index} if shown else {**results[k], "status": "unconfirmed", "index": None}
+            )
         return checked
 
     def _withdrawn(

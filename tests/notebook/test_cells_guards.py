@@ -262,8 +262,10 @@ def test_a_reply_saying_accepted_with_the_document_unchanged_saves_no_changed_ro
     )
     bundle = turn(shiro_shell, "%shiro change it")
     assert [c.source for c in front.cells] == ["a = 1", "b = 2"]
-    rows = [(e["change"]["kind"], e["change"]["status"]) for e in bundle["entries"] if e.get("change")]
-    assert rows == [("edit", "unconfirmed"), ("insert", "unconfirmed"), ("delete", "unconfirmed")], rows
+    rows = [
+        (e["change"]["kind"], e["change"]["cell"], e["change"]["status"]) for e in bundle["entries"] if e.get("change")
+    ]
+    assert rows == [("edit", 0, "unconfirmed"), ("insert", 0, "unconfirmed"), ("delete", 1, "unconfirmed")], rows
     out = told(fake_openai)
     assert all(t.startswith("Error: not confirmed — the front end answered that this") for t in out), out
     assert "read the notebook again" in out[0]
@@ -272,7 +274,7 @@ def test_a_reply_saying_accepted_with_the_document_unchanged_saves_no_changed_ro
     record(
         f"security: a review reply saying accepted with the document unchanged (approval {approval})",
         3,
-        sum(status != "unconfirmed" for _, status in rows),
+        sum(status != "unconfirmed" for _, _, status in rows),
         "each row says unconfirmed (none says ✓), and the model is told to read the notebook again",
     )
 
