@@ -35,7 +35,10 @@ APPEND_TWO = "runs.append(2)"
 @pytest.fixture(scope="module")
 def rtc_lab(lab_fake: FakeOpenAI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     """A second JupyterLab server, with real-time collaboration on (jupyter-collaboration)."""
-    pytest.importorskip("jupyter_server_ydoc", reason="real-time collaboration needs jupyter-collaboration")
+    import importlib.util
+
+    if importlib.util.find_spec("jupyter_server_ydoc") is None:
+        pytest.fail("real-time collaboration needs jupyter-collaboration (the test extra installs it)")
     with serve_lab(tmp_path_factory.mktemp("rtc"), lab_fake, rtc=True) as served:
         yield served
 
