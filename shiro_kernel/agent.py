@@ -240,7 +240,15 @@ class Agent:
             cache_key=self.session.id,  # one session, one cache: its requests share their prefix
             api_explicit=c.api_chosen,
             vision=c.vision,
+            max_output_tokens=c.max_output_tokens,
         )
+
+    def threshold(self) -> int:
+        """Where the history is pruned: ``Shiro.compact_threshold``, or less where the server's context window is
+        known to take less (:meth:`~shiro_kernel.provider.profile.ServerProfile.threshold`)."""
+        provider = self._provider
+        threshold = int(self.config.compact_threshold)
+        return threshold if provider is None else provider.profile.threshold(threshold)
 
     def ask_model(self, system: str, prompt: str) -> str:
         """One plain model call with no tools (``/memory``), retried as the seed's merge call is

@@ -107,6 +107,13 @@ class Shiro(Configurable):
         "connected to the kernel.",
     ).tag(config=True)
     max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
+    max_output_tokens = Int(
+        None,
+        allow_none=True,
+        help="Most tokens one model answer may have (Responses `max_output_tokens`, Chat Completions `max_tokens`, "
+        "or `max_completion_tokens` where the model asks for it). Default (None): the server's own limit — a small "
+        "local model may then write until its context is full.",
+    ).tag(config=True)
     redact = List(
         Unicode(),
         help="Regular expressions whose matches are replaced by [redacted:pattern] in every tool result, before it "

@@ -93,3 +93,27 @@ def shiro_shell(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI, tmp_pa
     yield shell
     shell.run_cell("%unload_ext shiro_kernel")
     InteractiveShell.clear_instance()
+
+
+# --- the real inference engine (llama-cpp-python's server with SmolLM2-135M) ------------------------------------
+
+
+@pytest.fixture(scope="session")
+def real_engine() -> Iterator[Any]:
+    """Starts one engine per configuration, on a free loopback port, the first time a test asks for it
+    (``real_engine(n_ctx=512)``, ``real_engine(chat_format="chatml-function-calling")``), and stops them all at
+    the end of the session (see ``tests/realengine.py``)."""
+    from realengine import Engine
+
+    engines: dict[tuple[int, str | None], Engine] = {}
+
+    def engine(n_ctx: int = 8192, chat_format: str | None = None) -> Engine:
+        key = (n_ctx, chat_format)
+        running = engines.get(key)
+        if running is None or running.process is None or running.process.poll() is not None:
+            running = engines[key] = Engine(n_ctx, chat_format).start()
+        return running
+
+    yield engine
+    for running in engines.values():
+        running.stop()

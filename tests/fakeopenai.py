@@ -687,6 +687,9 @@ class FakeOpenAI:
         #: Qwen's and Hermes's templates write them, ``<tool_call>{"name", "arguments"}</tool_call>``), and
         #: ``tool_calls`` comes back empty; None: as the API's tool calls
         self.tool_calls_as: str | None = None
+        #: llama-cpp-python's ``--chat_format chatml-function-calling``: a streamed request that offers tools ends
+        #: its stream empty ("Automatic streaming tool choice is not supported", raised after the headers)
+        self.no_tool_streams = False
         #: Validate request bodies against the OpenAPI spec.
         self.validate = validate
         #: 404 for an inline item carrying an ``id`` the server never stored.  Note: one
@@ -920,6 +923,14 @@ class FakeOpenAI:
                 return
             self._send_json(h, rec, e.status, e.body)
             return
+        if self.imitate == "llama-cpp-python" and endpoint == "/v1/chat/completions":
+            refused = self._llama_refuses(body)
+            if refused:
+                self._send_json(h, rec, 500, _error_body(refused, "internal_server_error", None, None))
+                return
+        if self.no_tool_streams and rec.stream and body.get("tools"):
+            self._empty_stream(h, rec)  # its ValueError, raised after the headers
+            return
 
         # Only a request that passed every check consumes a scripted reply.
         with self._lock:
@@ -932,15 +943,33 @@ class FakeOpenAI:
             return
         body = rec.body
         tokens = _approx_tokens(len(_json([body.get("instructions") or "", body.get("messages") or body.get("input")])))
-        if tokens > self.n_ctx:
+        answer = body.get("max_tokens")
+        if tokens + (answer or 0) > self.n_ctx:
             raise _ApiError(
                 400,
-                f"This model's maximum context length is {self.n_ctx} tokens. However, you requested {tokens} tokens "
-                f"({tokens} in the messages, None in the completion). Please reduce the length of the messages or "
-                "completion.",
+                f"This model's maximum context length is {self.n_ctx} tokens. However, you requested "
+                f"{tokens + (answer or 0)} tokens ({tokens} in the messages, {answer} in the completion). Please reduce "
+                "the length of the messages or completion.",
                 param="messages",
                 code="context_length_exceeded",
             )
+
+    @staticmethod
+    def _llama_refuses(body: dict[str, Any]) -> str:
+        """llama-cpp-python's 500 for an assistant message whose content is null (its request validation) or
+        missing (its chat template reads it): '' where it takes the request."""
+        for i, m in enumerate(body.get("messages") or []):
+            if not isinstance(m, dict) or m.get("role") != "assistant":
+                continue
+            if "content" not in m:
+                return "'dict object' has no attribute 'content'"
+            if m["content"] is None:
+                return (
+                    f"7 validation errors:\n  {{'type': 'string_type', 'loc': ('body', 'messages', {i}, "
+                    "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', "
+                    "'input': None}"
+                )
+        return ""
 
     def _empty_stream(self, h: _Handler, rec: Recorded) -> None:
         """A 200 event stream that ends at once with no event, and the connection closed (llama-cpp-python's
@@ -1529,6 +1558,23 @@ class FakeOpenAI:
             message["tool_calls"] = calls
         if reply.reasoning:
             message["reasoning_content"] = reply.reasoning  # vLLM's, llama.cpp's and DeepSeek's field
+        if self.imitate == "llama-cpp-python":  # its shape: no refusal, annotations, tier or fingerprint
+            message = {k: v for k, v in message.items() if k not in ("refusal", "annotations")}
+            return {
+                "id": "chatcmpl-" + str(secrets.token_hex(16)),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": rec.body.get("model") or "gpt-fake",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "logprobs": None,
+                        "finish_reason": "tool_calls" if calls else "stop",
+                    }
+                ],
+                "usage": {k: v for k, v in self._chat_usage(rec, reply).items() if k.endswith("_tokens")},
+            }
         return {
             "id": "chatcmpl-" + _alnum(29),
             "object": "chat.completion",
@@ -1555,6 +1601,8 @@ class FakeOpenAI:
             "service_tier": "default",
             "system_fingerprint": "fp_" + secrets.token_hex(5),
         }
+        if self.imitate == "llama-cpp-python":  # its chunks: no tier, no fingerprint
+            del base["service_tier"], base["system_fingerprint"]
         calls = self._chat_calls(reply)
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:

@@ -95,6 +95,11 @@ _NO_KEY_HELP = (
     '%config Shiro.base_url = "http://localhost:11434/v1" (or OPENAI_BASE_URL), where no key is needed.'
 )
 _DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: said once when a server's stream ended empty and the same request without streaming was answered
+STREAMS_EMPTY = (
+    "the server at {host} ended its stream for {model} with nothing in it, and answered the same request without "
+    "streaming: shiro asks it without streaming from now on (answers then show when they are complete)"
+)
 #: a local server needs no key, but the client insists on one; this placeholder goes only to the server
 PLACEHOLDER_KEY = "no-key-needed"
 
@@ -118,6 +123,8 @@ class ProviderSettings:
     api_explicit: bool = False
     #: ``Shiro.vision``: "auto" (send images until the model refuses them), True, False
     vision: str | bool = "auto"
+    #: ``Shiro.max_output_tokens``: the most tokens one answer may have (None: the server's own limit)
+    max_output_tokens: int | None = None
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -235,12 +242,15 @@ class Provider:
             number += 1
             left = deadline - time.monotonic()
             attempt = Attempt(number, timeout=s.timeout_s if number == 1 else max(min(s.timeout_s, left), 0.01))
-            attempt.streamed = s.stream and not plain
+            attempt.streamed = s.stream and not plain and not self.profile.streams_empty
             try:
                 if self.api == "chat":
                     yield from self._chat(client, system, messages, tools, abort, attempt, state)
                 else:
                     yield from self._responses(client, system, messages, tools, abort, attempt, state)
+                if plain and not self.profile.streams_empty:  # its stream ended empty, its plain answer came
+                    self.profile.streams_empty = True
+                    yield Notice(STREAMS_EMPTY.format(host=self.host, model=s.model), kind="warning")
                 return
             except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
                 failure: Exception = exc
@@ -430,6 +440,8 @@ class Provider:
             body["include"] = ["reasoning.encrypted_content"]
         if s.reasoning_effort:
             body["reasoning"] = {"effort": s.reasoning_effort}
+        if s.max_output_tokens is not None:
+            body["max_output_tokens"] = s.max_output_tokens
         attempt.api, attempt.body, attempt.images = "responses", body, images is not None
         if not attempt.streamed:
             data = post_json(client, "/responses", body, attempt)
@@ -479,6 +491,8 @@ class Provider:
             body["tools"] = wire.chat_tools(tools)
         if s.reasoning_effort:
             body["reasoning_effort"] = s.reasoning_effort
+        if s.max_output_tokens is not None:
+            body[self.profile.max_tokens_field] = s.max_output_tokens
         attempt.api, attempt.body, attempt.images = "chat", body, images is not None
         if not attempt.streamed:
             data = post_json(client, "/chat/completions", body, attempt)

@@ -14,6 +14,8 @@ one retry loop asks this place what to change after a failed attempt (:meth:`Ser
 * **whether it reports usage** — a response without usage is counted by estimate, and marked as one.
 * **its context window** — read from an overflow error (llama.cpp, vLLM, LM Studio, OpenAI texts); the turn
   prunes to fit it (:mod:`~shiro_kernel.turn`).
+* **streams that end empty** — llama-cpp-python's ``chatml-function-calling`` format refuses to stream with
+  tools (its stream ends with no event); asked once without streaming, such a server is asked so from then on.
 * **tool calls written as text** — a local server whose parser missed a ``<tool_call>`` leaves it in the text;
   shiro runs it as a call (:mod:`~shiro_kernel.provider.textcalls`), and says so once per server.
 * **whether it keeps state** — OpenAI's own API (and Azure OpenAI) keep Responses items between calls, and a
@@ -50,6 +52,8 @@ _WINDOW = (
     r"context length of only (\d+)|'n_ctx': (\d+)|\"n_ctx\": ?(\d+)"
 )
 _REQUESTED = r"(?i)requested tokens \((\d+)\)|you requested (?:about )?(\d+) tokens|input prompt \((\d+) tokens\)|\"n_prompt_tokens\": ?(\d+)"
+#: OpenAI's refusal of ``max_tokens`` for its reasoning models (vercel-ai's recorded 400)
+_USE_COMPLETION_TOKENS = r"(?i)unsupported parameter: 'max_tokens'.*use 'max_completion_tokens'"
 #: the share of a learned context window the request may take (the rest is the answer's)
 ANSWER_ROOM = 0.75
 #: the hosts that keep Responses items between calls (``store``): OpenAI's own, and Azure OpenAI
@@ -97,10 +101,16 @@ class ServerProfile:
     text_tool_calls: bool = False
     #: False once a response came without usage; None: not known
     usage: bool | None = None
+    #: its streams ended empty where a plain answer came (llama-cpp-python's chatml-function-calling refuses to
+    #: stream with tools): asked without streaming while this provider lives
+    streams_empty: bool = False
     #: the model's context window in the server's tokens, and the tokens the refused request asked for, once an
     #: overflow error said them
     context_window: int | None = None
     requested: int | None = None
+    #: the Chat Completions field of an answer's length: ``max_tokens`` (every server), or
+    #: ``max_completion_tokens`` once a model refused the other (OpenAI's reasoning models)
+    max_tokens_field: str = "max_tokens"
     #: the history's estimated tokens that fit the window beside the rest of a request (set by the turn that
     #: pruned to fit it): the pruning threshold from then on
     history_room: int | None = None
@@ -146,6 +156,15 @@ class ServerProfile:
                 f"{_what(failure)}): switched to Chat Completions, and remembered for this server "
                 '(%config Shiro.api = "responses" sends there again).'
             )
+        if (
+            failure.api == "chat"
+            and failure.status == 400
+            and self.max_tokens_field != "max_completion_tokens"
+            and re.search(_USE_COMPLETION_TOKENS, text)
+        ):
+            self.max_tokens_field = "max_completion_tokens"
+            self._save()
+            return Adapted()  # nothing to say: the same limit under the name this model takes
         if failure.images and vision == "auto" and error_kind(text) == "images_unsupported":
             self.images = False
             self._save()
@@ -255,7 +274,7 @@ def keeps_state(base_url: str) -> bool:
 class Profiles:
     """The profiles kept across kernels, in one JSON file (``SHIRO_HOME/servers.json``), read-modify-written
     under its lock: ``{"servers": {base_url: {"responsesMissing", "textToolCalls", "keepsState", "models": {model:
-    {"responsesOnly", "statePlace", "images"}}}}}``."""
+    {"responsesOnly", "statePlace", "images", "maxTokensField"}}}}}``."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -276,6 +295,8 @@ class Profiles:
             if kept.get("statePlace") in placing.PLACES:
                 profile.state_place = str(kept["statePlace"])
             profile.images = False if kept.get("images") is False else None
+            if kept.get("maxTokensField") == "max_completion_tokens":
+                profile.max_tokens_field = "max_completion_tokens"
         return profile
 
     def save(self, profile: ServerProfile) -> None:
@@ -292,6 +313,7 @@ class Profiles:
                     "responsesOnly": profile.responses_only,
                     "statePlace": profile.state_place,
                     "images": profile.images is not False,
+                    "maxTokensField": profile.max_tokens_field,
                 }
                 files.write_json(self.path, {"servers": servers})
         except StoreError:

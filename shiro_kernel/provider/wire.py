@@ -230,7 +230,9 @@ def _chat_entries(msg: Message, images: ImageSource | None) -> list[dict[str, An
     calls = msg.tool_calls()
     if not msg.text and not calls:
         return []  # a reasoning-only message has nothing to say on this API
-    entry: dict[str, Any] = {"role": "assistant", "content": msg.text or None}
+    # always a string: llama-cpp-python refuses null (a 500 validation error) and a missing one (its template
+    # reads it); OpenAI takes "" beside tool calls (simonw/llm's recorded requests send it)
+    entry: dict[str, Any] = {"role": "assistant", "content": msg.text}
     if calls:
         entry["tool_calls"] = [
             {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls

@@ -32,10 +32,11 @@ if TYPE_CHECKING:
 
 
 def context_percent(agent: Agent) -> int | None:
-    """The session's estimated size as a percentage of the pruning threshold."""
+    """The session's estimated size as a percentage of the pruning threshold (lower where the server's context
+    window is known to be smaller)."""
     try:
         session = agent.session
-        return percent(meter_of(session).estimate(list(session.messages)), agent.config.compact_threshold)
+        return percent(meter_of(session).estimate(list(session.messages)), agent.threshold())
     except Exception:  # a view must never break on a half-built session
         return None
 

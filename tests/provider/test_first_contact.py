@@ -231,3 +231,39 @@ def test_a_response_failed_mid_stream_keeps_the_partial_answer(shiro_shell, fake
     roles = [i.get("role") for i in items if i.get("type", "message") == "message"]
     assert roles == ["user", "assistant", "user"]  # never two user messages in a row
     assert '"text": "the partial' in json.dumps(items)  # what was shown before the failure is kept
+
+
+# -- what the real engine showed besides: streams that end empty with tools, an answer's length -------------------
+def test_a_server_whose_streams_end_empty_with_tools_is_asked_without_streaming(shiro_shell, llama):
+    llama.no_tool_streams = True  # llama-cpp-python's chatml-function-calling
+    run(shiro_shell, '%config Shiro.api = "chat"')
+    llama.enqueue(Reply(text="one"), Reply(text="two"))
+    first = run(shiro_shell, "%shiro hello")
+    second = run(shiro_shell, "%shiro again")
+    assert "one" in first and "two" in second
+    assert "asks it without streaming from now on" in first and "without streaming" not in second
+    assert [(r.stream, r.status) for r in llama.requests] == [(True, 200), (False, 200), (False, 200)]
+
+
+def test_the_answer_length_goes_under_the_name_the_model_takes(shiro_shell, fake_openai):
+    run(shiro_shell, '%config Shiro.api = "chat"')
+    run(shiro_shell, "%config Shiro.max_output_tokens = 64")
+    fake_openai.enqueue_error(
+        400,
+        "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+        param="max_tokens",
+        code="unsupported_parameter",
+    )
+    fake_openai.enqueue(Reply(text="fine"), Reply(text="again"))
+    assert "fine" in run(shiro_shell, "%shiro hello")
+    assert "again" in run(shiro_shell, "%shiro more")
+    sent = [r.body for r in fake_openai.requests]
+    assert [("max_tokens" in b, b.get("max_completion_tokens")) for b in sent] == [
+        (True, None),
+        (False, 64),
+        (False, 64),
+    ]
+    run(shiro_shell, '%config Shiro.api = "responses"')
+    fake_openai.enqueue(Reply(text="via responses"))
+    run(shiro_shell, "%shiro last")
+    assert fake_openai.requests[-1].body["max_output_tokens"] == 64
