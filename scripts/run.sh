@@ -15,4 +15,10 @@ fi
 if [ "${1:-}" = "--setup-only" ]; then
   exit 0
 fi
-exec .venv/bin/jupyter lab binder/demo.ipynb "$@"
+# JupyterLab refuses to start as root (a container's usual user) unless told it may
+ROOT=()
+if [ "$(id -u)" -eq 0 ]; then
+  echo "running as root: starting JupyterLab with --allow-root" >&2
+  ROOT=(--allow-root)
+fi
+exec .venv/bin/jupyter lab binder/demo.ipynb "${ROOT[@]}" "$@"
