@@ -555,8 +555,8 @@ def test_real_model_answers_over_their_recorded_tool_outputs():
 NOT_TURNS = {
     "The mean is 2.0, computed from three rows.": "provider/test_client.py: the client's streaming alone, no tool",
 }
-#: the numbers check's own tests, whose answers make numbers up on purpose
-OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py")
+#: the numbers check's own tests, whose answers make numbers up on purpose (the last: forged and disguised marks)
+OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py", "test_security_untrusted.py")
 #: answers of other tests that make a number up on purpose (to see it marked): (their calls, what is not found)
 ON_PURPOSE: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[str]]] = {
     "The mean is **1,300**, up 16.4 % on last year.": (  # browser/test_lab_cells.py: the labextension's live marks

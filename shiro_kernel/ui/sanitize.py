@@ -256,8 +256,9 @@ def md_to_html(text: str, *, images: bool = False) -> str:
     """Markdown to HTML with mistune (installed with Jupyter Server's nbconvert), else escaped text. Raw
     HTML is escaped (shown, never injected) and a link or image whose URL is not :func:`plain_url` points
     at ``#harmful-link``, whatever mistune's own rule in the installed version. An image is a link to it
-    (``image: <alt>``), unless it is inline data (which loads nothing) or ``images`` is set (Markdown the
-    user's approved code displayed, drawn as a cell would)."""
+    (``image: <alt>``), unless it is inline data (which loads nothing); a link into the page has no title,
+    and one to shiro's own anchors (``#shiro-call-…``, where a found number's mark leads) leads nowhere. With
+    ``images`` (Markdown the user's approved code displayed), images and links are drawn as a cell would."""
     try:
         import mistune
     except ImportError:
@@ -277,6 +278,8 @@ def _renderer(base: Any, images: bool) -> Any:
         def link(self, text: str, url: str, title: str | None = None) -> str:
             # a link into the page gets no title, and none leads to shiro's own anchors: a found number's mark
             # is such a link, titled with where the number was found (nothing of the model's text passes for it)
+            if images:  # Markdown the approved code displayed: as a cell draws it
+                return str(super().link(text, url, title))
             fragment = _bare_url(url).startswith("#")
             target = "#" if _bare_url(url).startswith("#shiro-") else url
             return str(super().link(text, target, None if fragment else title))
