@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || ./scripts/test.sh --co -q >/dev/null
 SHIRO_RELIABILITY_DOC="$PWD/docs/reliability.md" .venv/bin/python -m pytest -q \
   tests/test_faults.py tests/test_faults_first_contact.py tests/test_turn_limits.py tests/provider/test_client.py \
-  tests/memory/test_memory_approval.py tests/mcp/test_mcp_consent.py tests/mcp/test_mcp_security_notebook.py \
+  tests/memory/test_memory_approval.py tests/mcp/test_mcp_consent.py tests/mcp/test_mcp_security_notebook.py tests/mcp/test_mcp_agent.py \
   tests/store/test_permissions.py tests/test_redact.py tests/ui/test_sanitize.py tests/browser/test_security.py \
   tests/ui/test_number_marks.py tests/browser/test_security_untrusted.py \
   tests/notebook/test_cells_guards.py tests/browser/test_lab_windows.py \

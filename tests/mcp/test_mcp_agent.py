@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from mcp_testutil import PY, SDK_SERVER, children, http_sdk_server, wait_for
 
 from shiro_kernel.agent import Agent
@@ -331,8 +332,15 @@ def test_a_kernel_interrupt_during_an_mcp_call_cancels_the_request(agent: Agent,
 
     with kernel_sigint(), pytest.raises(KeyboardInterrupt):
         tools["mcp__sdk__slow"].run({"seconds": 30}, ToolContext(root=project, progress=on_progress))
-    assert running.is_set()
-    assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
+    told = wait_for(lambda: (project / "cancelled-slow").exists(), 10)
+    record(
+        "kernel interrupt during an MCP call the server is running (`slow`, 30 s)",
+        1,
+        int(not told),
+        "KeyboardInterrupt on the calling thread at the server's first progress report; the server was told "
+        "(notifications/cancelled)",
+    )
+    assert running.is_set() and told
 
 
 @pytest.mark.parametrize("server_runs_it", [True, False], ids=["running-on-the-server", "not-yet-sent"])
@@ -362,9 +370,18 @@ def test_an_interrupt_as_the_request_is_handed_over_still_cancels_it(
             tools["mcp__sdk__slow"].run({"seconds": 30}, ToolContext(root=project, progress=lambda t: running.set()))
     (future,) = handed_over
     concurrent.futures.wait([future], timeout=10)
+    told = wait_for(lambda: (project / "cancelled-slow").exists(), 10) if server_runs_it else True
+    record(
+        "kernel interrupt as an MCP request is handed to the loop thread, "
+        + ("the server already running it" if server_runs_it else "not yet sent"),
+        1,
+        int(not future.cancelled() or not told),
+        "cancelled: the server was told"
+        if server_runs_it
+        else "cancelled (before or as it was sent); the server's next call answered",
+    )
     assert future.cancelled()  # not left running for 30 s
-    if server_runs_it:
-        assert wait_for(lambda: (project / "cancelled-slow").exists(), 10)  # the server was told
+    assert told  # the server was told
     assert tools["mcp__sdk__echo"].run({"text": "still here"}, ToolContext(root=project)) == "still here"
 
 
