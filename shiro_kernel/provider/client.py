@@ -41,6 +41,10 @@ folded one way: :meth:`Provider._retry_delay` says whether to try again, :meth:`
 into the call's one ``Error`` (keeping what arrived); :func:`answer` raises that ``Error`` as
 :class:`~shiro_kernel.errors.ProviderError` for a call outside a turn.
 
+Everything a request carries passes :mod:`shiro_kernel.redact` here, the one boundary where anything leaves the
+kernel: the instructions (a repository's ``AGENTS.md``, the memory injected at the session's start), the state
+and every message (each once, as its items are built), so a secret that reached any of them is not sent.
+
 Nothing here imports :mod:`shiro_kernel.events` or :mod:`~shiro_kernel.provider.wire` at import time:
 ``%load_ext`` imports this package, and those modules are imported by the warm-up thread or the first
 call instead.
@@ -162,6 +166,7 @@ class Provider:
         #: their text stand-ins instead. Sent only while the profile says the model takes them.
         self.images: ImageSource | None = None
         self._inputs: InputCache | None = None  # each message's Responses items, built once
+        self._system: tuple[str, str] | None = None  # the session's instructions, and as they may leave
         #: what is known about this server and model (kept across kernels in SHIRO_HOME/servers.json)
         self.profile: ServerProfile = (profiles or Profiles(home() / "servers.json")).load(
             self.base_url, settings.model
@@ -404,11 +409,21 @@ class Provider:
 
     # -- Responses API ---------------------------------------------------------------------------
     def _input_cache(self) -> InputCache:
+        from ..redact import redact
         from . import wire
 
         if self._inputs is None:
-            self._inputs = wire.InputCache()
+            self._inputs = wire.InputCache(clean=redact)
         return self._inputs
+
+    def _cleaned(self, system: str, state: str) -> tuple[str, str]:
+        """The instructions and the state as they may leave the kernel: secrets redacted (the instructions, the
+        same for a whole session, once)."""
+        from ..redact import redact
+
+        if self._system is None or self._system[0] is not system:
+            self._system = (system, redact(system))
+        return self._system[1], redact(state) if state else state
 
     def _responses(
         self,
@@ -425,6 +440,7 @@ class Provider:
 
         s = self.settings
         images = self._images()
+        system, state = self._cleaned(system, state)
         # items by reference only to a server that has shown it keeps them (its answers say "store": true)
         refs = bool(s.store) and self.profile.keeps_state
         items = self._input_cache().input(messages, store=refs, images=images)
@@ -481,6 +497,7 @@ class Provider:
 
         s = self.settings
         images = self._images()
+        system, state = self._cleaned(system, state)
         entries = self._input_cache().chat(system, messages, images)
         body: dict[str, Any] = {
             "model": s.model,

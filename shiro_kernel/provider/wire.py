@@ -123,10 +123,15 @@ class InputCache:
     Responses): a step of a long session builds only its new messages' items instead of thousands of
     small dicts (which would also wake the garbage collector). A tool message with images is built every
     time (its items depend on the image store). Only the messages of the last call of each API are kept.
-    The items are shared between requests and never changed once built."""
+    The items are shared between requests and never changed once built.
 
-    def __init__(self) -> None:
+    ``clean`` is applied to every text an item carries (contents, texts, outputs, arguments; never an image's
+    data) when the item is built: the provider's redaction of secrets at the boundary where anything leaves,
+    paid once per message, not per request."""
+
+    def __init__(self, clean: Callable[[str], str] | None = None) -> None:
         self._kept: dict[str, dict[int, _Kept]] = {"responses": {}, "chat": {}}
+        self.clean = clean
 
     def _items(
         self,
@@ -141,6 +146,8 @@ class InputCache:
         hit = self._kept[api].get(id(m))
         if hit is None or hit[0] is not m or hit[2] is not setting or hit[1] != m.parts:
             items = build(m, *args)
+            if self.clean is not None:
+                items = [_cleaned(item, self.clean) for item in items]
             if m.role == "tool" and any(type(p) is ToolResultPart and p.images for p in m.parts):
                 return items
             hit = (m, list(m.parts), setting, items)
@@ -164,6 +171,21 @@ class InputCache:
             steps.add(m, self._items(fresh, "chat", m, None, _chat_entries, images))
         self._kept["chat"] = fresh
         return steps.done()
+
+
+#: the fields whose strings are text a request carries (an image's data URL is never scanned)
+_TEXT_FIELDS = frozenset({"content", "text", "output", "arguments", "summary"})
+
+
+def _cleaned(value: Any, clean: Callable[[str], str], field: str = "") -> Any:
+    """``value`` with ``clean`` applied to the strings of its text fields (new containers; ``value`` unchanged)."""
+    if isinstance(value, str):
+        return clean(value) if field in _TEXT_FIELDS else value
+    if isinstance(value, list):
+        return [_cleaned(v, clean, field) for v in value]
+    if isinstance(value, dict):
+        return {k: v if k in ("image_url", "url") else _cleaned(v, clean, k) for k, v in value.items()}
+    return value
 
 
 def _assistant_item(part: Part, store: bool) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Fault, Reply
+from faultlog import record
 from IPython.utils.capture import capture_output
 
 from shiro_kernel.provider.profile import Profiles
@@ -57,6 +58,12 @@ def test_a_server_without_responses_is_switched_to_chat_once_and_remembered(shir
     llama.enqueue(Reply(text="third"))
     assert "third" in run(shiro_shell, "%shiro --new once more")
     assert paths(llama)[-1] == "/v1/chat/completions" and paths(llama).count("/v1/responses") == 1
+    record(
+        "a server without /v1/responses (llama-cpp-python's 404), default settings, 3 turns in 2 kernels",
+        3,
+        0,
+        "3 of 3 answered over Chat Completions; the switch said once; /v1/responses asked once in all",
+    )
 
 
 @pytest.mark.parametrize("how", ["config", "environment"])
@@ -140,6 +147,13 @@ def test_an_empty_stream_is_asked_once_without_streaming_and_the_window_named(sh
     assert "ended the answer before anything arrived" not in out
     assert [r.stream for r in llama.requests] == [True, False]  # one stream, one plain request: no retries
     assert [r.status for r in llama.requests] == [200, 400]
+    record(
+        "a context window smaller than the instructions (a stream that ends empty, as llama-cpp-python's)",
+        1,
+        0,
+        "2 requests (the stream, then one without streaming: its 400 read), not 4 retries; one paragraph naming "
+        "the window and --n_ctx",
+    )
 
 
 def test_a_context_overflow_is_pruned_to_fit_and_the_turn_goes_on(shiro_shell, llama):
@@ -162,6 +176,12 @@ def test_a_context_overflow_is_pruned_to_fit_and_the_turn_goes_on(shiro_shell, l
     llama.enqueue(Reply(text="and after"))
     assert "and after" in run(shiro_shell, "%shiro next")  # the window is known: no refusal again
     assert llama.requests[-1].status == 200 and len(llama.requests) == 2 + 3 + 3 + 1
+    record(
+        "a long session overflowing the server's context window",
+        2,
+        0,
+        "pruned to the window and answered in the same turn (1 refused request); the next turn fits at once",
+    )
 
 
 # -- 4: tool calls left in the text, a Responses API that keeps nothing ---------------------------------------
@@ -208,6 +228,12 @@ def test_a_responses_api_that_keeps_nothing_gets_the_history_inline(shiro_shell,
     second = run(shiro_shell, "%shiro sure?")
     assert "two" in first and "yes" in second
     assert all(r.status == 200 for r in fake_openai.requests)
+    record(
+        "a Responses API that keeps nothing (Ollama's), 2 turns with a tool call",
+        3,
+        0,
+        "3 of 3 requests answered: the history sent inline, 0 item references",
+    )
     assert "item_reference" not in json.dumps([r.body for r in fake_openai.requests])
 
 
