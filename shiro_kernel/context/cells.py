@@ -97,6 +97,8 @@ def read_notebook(path: Path) -> dict[str, Any]:
         raise ValueError(f"it is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     except UnicodeDecodeError:
         raise ValueError("it is not UTF-8 text") from None
+    except RecursionError:  # a file nested 100,000 deep: no notebook, and never a traceback
+        raise ValueError("it is nested too deeply to be a notebook") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"it is not a notebook (a JSON {type(loaded).__name__}, not an object)")
     nb: dict[str, Any] = loaded

@@ -4,6 +4,7 @@ record round-trip, and the block reaching the model in a real kernel."""
 from __future__ import annotations
 
 import nbformat
+import pytest
 from fakeopenai import Reply
 from kernelutil import run_notebook, state_of
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -119,6 +120,7 @@ def test_cells_round_trip_through_the_record():
 
 EDIT = """
 import nbformat
+import pytest
 nb = nbformat.read({path!r}, as_version=4)
 nb.cells[1].source = "x = 2  # changed by hand"
 nb.cells.append(nbformat.v4.new_code_cell("plot(x)"))
@@ -160,3 +162,12 @@ def test_an_unchanged_notebook_is_read_once_and_a_changed_one_again(tmp_path, mo
     assert len(reads) == 2 and third[0]["count"] == 2 and third[0]["sha1"] != first[0]["sha1"]
     path.unlink()
     assert cells.fingerprint(path) is None
+
+
+def test_a_notebook_nested_too_deeply_is_one_sentence_not_a_traceback(tmp_path):
+    from shiro_kernel.context.cells import read_notebook
+
+    path = tmp_path / "deep.ipynb"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="nested too deeply to be a notebook"):
+        read_notebook(path)
