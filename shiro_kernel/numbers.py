@@ -160,6 +160,7 @@ _INVISIBLE = (
 # Wide and small forms of a number's characters (１６．４ ％), read as the characters they stand for
 _WIDE = "\uff04\uff05\uff0b-\uff0e\uff10-\uff19\ufe50\ufe52\ufe62\ufe63\ufe69\ufe6a"
 _SPECIAL = re.compile(f"[&\\\\<*_~`{_INVISIBLE}{_WIDE}]")
+_SPECIAL_ASCII = re.compile(r"[&\\<*_~`]")
 _IS_INVISIBLE = re.compile(f"[{_INVISIBLE}]+")
 _ENTITY = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,7}|[A-Za-z][A-Za-z0-9]{1,31});?")
 # Markup that renders as nothing of its own: a tag, a delimiter run of emphasis, strikethrough or code
@@ -176,31 +177,56 @@ def _inside_number(before: str, after: str) -> bool:
     return left and right
 
 
+class SourceMap:
+    """Where the characters seen of a text come from in the text as written: pieces of what is seen, each
+    either copied from the text (character for character) or standing for a span of it (a reference, a
+    wide form: each of its characters comes from the whole span)."""
+
+    def __init__(self) -> None:
+        self._seen: list[int] = []  # where each piece starts in what is seen
+        self._pieces: list[tuple[int, int, bool]] = []  # (start, end) in the text, copied?
+
+    def add(self, seen_at: int, start: int, end: int, copied: bool) -> None:
+        self._seen.append(seen_at)
+        self._pieces.append((start, end, copied))
+
+    def _at(self, k: int) -> tuple[int, int]:
+        """The span of the text the ``k``-th character seen comes from."""
+        i = bisect_left(self._seen, k + 1) - 1
+        start, end, copied = self._pieces[i]
+        return (start + k - self._seen[i], start + k - self._seen[i] + 1) if copied else (start, end)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """The span of the text that the characters seen ``start`` to ``end`` (not empty) come from."""
+        return self._at(start)[0], self._at(end - 1)[1]
+
+
 class _Visible:
-    """One pass over an answer building what is seen, each character with the span of the source it comes
-    from (see :func:`visible_text`)."""
+    """One pass over an answer building what is seen, and where it comes from (see :func:`visible_text`)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.out: list[str] = []
-        self.starts: list[int] = []
-        self.ends: list[int] = []
+        self.source = SourceMap()
+        self.length = 0  # of what is seen so far
         self.changed = False
         self.last = ""  # the last two characters seen so far
         self._close = (len(text) + 1, -1)  # the last search for "-->": (where it started, where found)
 
     def emit(self, chars: str, start: int, end: int) -> None:
-        self.out.append(chars)
-        self.last = (self.last + chars)[-2:]
-        self.starts.extend([start] * len(chars))
-        self.ends.extend([end] * len(chars))
+        if chars:
+            self.out.append(chars)
+            self.source.add(self.length, start, end, copied=False)
+            self.length += len(chars)
+            self.last = (self.last + chars)[-2:]
         self.changed = True
 
     def copy(self, start: int, end: int) -> None:
-        self.out.append(self.text[start:end])
-        self.last = (self.last + self.text[max(start, end - 2) : end])[-2:]
-        self.starts.extend(range(start, end))
-        self.ends.extend(range(start + 1, end + 1))
+        if end > start:
+            self.out.append(self.text[start:end])
+            self.source.add(self.length, start, end, copied=True)
+            self.length += end - start
+            self.last = (self.last + self.text[max(start, end - 2) : end])[-2:]
 
     def character(self, i: int) -> tuple[str, int]:
         """The character read at ``i`` (a reference decoded, a wide form made plain; '' for one not seen)
@@ -263,19 +289,20 @@ class _Visible:
         return close + 3 if close >= 0 else -1
 
 
-def visible_text(text: str) -> tuple[str, tuple[list[int], list[int]] | None]:
+def visible_text(text: str) -> tuple[str, SourceMap | None]:
     """``text`` (Markdown, perhaps with HTML in it) as a reader sees it rendered, for reading its numbers:
     characters no renderer shows dropped; character references decoded (as a browser decodes them: ``&#49``
     too); a backslash-escaped ``.``, ``,``, ``%``, ``$``, ``+`` or ``-`` unescaped; wide forms (``１６％``)
     read as plain; and markup that shows nothing of its own (a tag, a comment, a run of ``*``, ``_``,
     ``~~`` or backticks) left out where it stands between the characters of a number (``1<b></b>6.4``).
-    With it, for each character seen, where it comes from in ``text``: ``(starts, ends)``, or None when
-    what is seen is ``text`` itself (the common case)."""
-    if _SPECIAL.search(text) is None:
+    With it, where what is seen comes from in ``text`` (:class:`SourceMap`), or None when what is seen is
+    ``text`` itself (the common case)."""
+    special = _SPECIAL_ASCII if text.isascii() else _SPECIAL  # isascii costs nothing: str knows it
+    if special.search(text) is None:
         return text, None
     seen = _Visible(text)
     pos = scan = 0  # text[pos:scan] is seen as written, and copied in one piece when something differs
-    while (m := _SPECIAL.search(text, scan)) is not None:
+    while (m := special.search(text, scan)) is not None:
         i = m.start()
         c = text[i]
         if c in "<*_~`":
@@ -299,7 +326,7 @@ def visible_text(text: str) -> tuple[str, tuple[list[int], list[int]] | None]:
     seen.copy(pos, len(text))
     if not seen.changed:
         return text, None
-    return "".join(seen.out), (seen.starts, seen.ends)
+    return "".join(seen.out), seen.source
 
 
 def _step(digits: str, decimals: int) -> float:
@@ -412,11 +439,8 @@ def find_numbers(answer: str) -> list[Claim]:
     claims = _scan(visible, _masked(visible), exempt=True)
     if source is None:
         return claims
-    starts, ends = source
-    return [
-        replace(c, text=answer[starts[c.start] : ends[c.end - 1]], start=starts[c.start], end=ends[c.end - 1])
-        for c in claims
-    ]
+    spans = [source.span(c.start, c.end) for c in claims]
+    return [replace(c, text=answer[start:end], start=start, end=end) for c, (start, end) in zip(claims, spans)]
 
 
 # -- reading the outputs ----------------------------------------------------------------------------------
@@ -671,6 +695,7 @@ __all__ = [
     "Anchor",
     "Claim",
     "OutputIndex",
+    "SourceMap",
     "anchor",
     "check_turn",
     "find_numbers",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import sys
 import unicodedata
+from itertools import pairwise
 
 import pytest
 
@@ -47,7 +48,14 @@ def claims(answer: str) -> list[tuple[str, float, bool]]:
 def test_what_is_seen(answer: str, seen: str) -> None:
     visible, source = visible_text(answer)
     assert visible == seen
-    assert source is not None and len(source[0]) == len(source[1]) == len(visible)
+    # each character seen comes from a span of the text, in order
+    assert source is not None
+    spans = [source.span(k, k + 1) for k in range(len(visible))]
+    assert all(0 <= a < b <= len(answer) for a, b in spans)
+    assert all(p[1] <= q[0] for p, q in pairwise(spans))
+    assert all(
+        answer[a:b] == c for (a, b), c in zip(spans, visible) if b - a == 1 and answer[a].isascii() and c.isdigit()
+    )
 
 
 @pytest.mark.parametrize(
