@@ -80,7 +80,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     const calls = callNames(turn.entries);
     turn.entries.forEach((entry, index) => {
       if (entry.type === 'text') {
-        const host = el('div', 'shiro-text');
+        const host = el('div', 'shiro-text jp-RenderedHTMLCommon'); // JupyterLab's Markdown look: links look like links
         this.node.appendChild(host);
         const placed = index === answer && numbers.length ? placeNumbers(entry.text, numbers) : [];
         pending.push(this.markdown(host, entry.text, placed, calls));

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import Lab  # tests/browser/conftest.py (its folder is on sys.path)
+from conftest import ARTIFACTS, Lab  # tests/browser/conftest.py (its folder is on sys.path)
 from fakeopenai import Call, Reply
 from faultlog import record
 from labutil import cell_output, open_notebook, save_notebook, shot, write_notebook
@@ -220,6 +220,8 @@ def test_images_in_the_model_text_are_never_fetched_live_or_after_reopening(
     drawn_live = approved_drawn(turn)
     links = link_problems(turn, kernel, loopback)
     shot(page, "images-live-final")
+    kernel.scroll_into_view_if_needed()
+    kernel.screenshot(path=str(ARTIFACTS / "images-kernel-renderings.png"))
 
     # 3. saved, closed, reopened (trusted now): drawn from the saved outputs
     loopback.paths.clear()
