@@ -35,7 +35,9 @@ def by() -> str:
 
 
 def stopped(part: ToolResultPart) -> ToolResultPart:
-    """Note a result written because the turn was stopped (told again if a shutdown follows)."""
+    """Mark a result written because the turn was stopped (``part.stopped``: saved with it), and note it, so it
+    is told again if a shutdown follows."""
+    part.stopped = True
     now = time.monotonic()
     with _lock:
         _recent[:] = [(t, p) for t, p in _recent if now - t < RECENT_S]

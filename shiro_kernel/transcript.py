@@ -13,15 +13,23 @@ JSON shape of one message::
     {"role": "tool", "parts": [
         {"type": "tool_result", "callId": "call_1", "name": "python", "output": "2.0"}]}
 
-A failed tool call's result has ``"isError": true`` (written only when true). A result read without the
-key whose output starts with ``Error:`` (written by an older version) is loaded as failed
-(:data:`LEGACY_ERROR`): whether a result failed is known by :attr:`ToolResultPart.is_error`, never by its
-text.
+A failed tool call's result has ``"isError": true``; a call that was not approved (refused by the policy or
+the user, or a question nobody answered) also has ``"refused": true``, and one the turn's stop cut short or
+never reached (Stop, a kernel interrupt, a restart, the time limit, a kernel that died) ``"stopped": true``.
+Each flag is written only when true, except where an older version's text rule (below) would read it wrong
+from the output: then ``false`` is written.
+
+A record written before a flag existed is read once, at load, by the text rule of its time: a result
+without ``isError`` whose output starts with ``Error:`` failed (:data:`LEGACY_ERROR`); a failed one without
+``refused`` whose output starts with :data:`LEGACY_REFUSED` was refused; one without ``stopped`` whose output
+matches :data:`LEGACY_STOPPED` was stopped. From then on whether a result failed, was refused or was stopped
+is known by :attr:`ToolResultPart.is_error`, ``.refused`` and ``.stopped`` alone, never by its text.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -30,6 +38,16 @@ ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
 #: older versions let a tool return its failure as text without ``isError``; a result loaded without the
 #: flag whose output starts with this is taken as failed, so every later use reads ``is_error`` alone
 LEGACY_ERROR = "Error:"
+#: how every refusal's text began before ``refused`` was saved (``approval``'s texts: headless, denied, read-only,
+#: unanswered)
+LEGACY_REFUSED = "Error: not approved"
+#: the texts of a stopped call before ``stopped`` was saved: interrupted while it ran (by the user, a restart or
+#: shutdown, the time limit), not run because of the stop, or the write-ahead's stand-ins of a kernel that died
+LEGACY_STOPPED = re.compile(
+    r"Error: (?:interrupted after [\d.]+ s — .+ while this call ran"
+    r"|not run — .+ before this call ran\."
+    r"|the kernel stopped while this call ran)"
+)
 
 
 @dataclass
@@ -118,6 +136,11 @@ class ToolResultPart:
     type: Literal["tool_result"] = field(default="tool_result", init=False)
     #: images for the model (figures, image files), by reference
     images: list[ImageRef] = field(default_factory=list)
+    #: the call was not run because it was not approved (by the policy, the user, or nobody answering in time)
+    refused: bool = False
+    #: the call was cut short or never reached because the turn stopped (Stop, interrupt, restart, time limit,
+    #: a kernel that died while it ran)
+    stopped: bool = False
     #: what the call displayed (MIME bundles: figures, DataFrame HTML, ...) for the user's view of the turn;
     #: never saved with the session (the notebook's output keeps it) and never sent to the model
     displays: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
@@ -184,8 +207,14 @@ def part_to_json(part: Part) -> dict[str, Any]:
             part, {"type": "tool_call", "callId": part.call_id, "name": part.name, "arguments": part.arguments}
         )
     out = {"type": "tool_result", "callId": part.call_id, "name": part.name, "output": part.output}
-    if part.is_error:
-        out["isError"] = True
+    legacy = _legacy_flags(part.output, part.is_error)
+    for key, value, read_as in (
+        ("isError", part.is_error, legacy[0]),
+        ("refused", part.refused, legacy[1]),
+        ("stopped", part.stopped, legacy[2]),
+    ):
+        if value or read_as:  # true, or false where the legacy text rule would read it true
+            out[key] = value
     if part.images:
         out["images"] = [image.to_json() for image in part.images]
     return _common(part, out)
@@ -204,15 +233,29 @@ def part_from_json(data: Any) -> Part:
         return ToolCallPart(str(data["callId"]), str(data["name"]), str(data.get("arguments", "")), **common)
     if kind == "tool_result":
         output = str(data.get("output", ""))
+        is_error = bool(data["isError"]) if "isError" in data else output.startswith(LEGACY_ERROR)
+        legacy = _legacy_flags(output, is_error)
         return ToolResultPart(
             str(data["callId"]),
             str(data.get("name", "")),
             output,
-            bool(data["isError"]) if "isError" in data else output.startswith(LEGACY_ERROR),
+            is_error,
             images=[ImageRef.from_json(i) for i in data.get("images") or []],
+            refused=bool(data["refused"]) if "refused" in data else legacy[1],
+            stopped=bool(data["stopped"]) if "stopped" in data else legacy[2],
             **common,
         )
     raise ValueError(f"unknown part type {kind!r}")
+
+
+def _legacy_flags(output: str, is_error: bool) -> tuple[bool, bool, bool]:
+    """(failed, refused, stopped) as a record written before these flags says them by its text alone."""
+    failed = output.startswith(LEGACY_ERROR)
+    return (
+        failed,
+        is_error and output.startswith(LEGACY_REFUSED),
+        is_error and LEGACY_STOPPED.match(output) is not None,
+    )
 
 
 def messages_to_json(messages: list[Message]) -> list[dict[str, Any]]:

@@ -434,7 +434,7 @@ class Turn:
             if verdict in (DENY, UNANSWERED):
                 waited = self.ctx.approval_timeout_s if verdict == UNANSWERED else None
                 text = refusal(self.options.approval, self.options.headless, call.name, waited)
-                result = ToolResultPart(call.call_id, call.name, text, is_error=True)
+                result = ToolResultPart(call.call_id, call.name, text, is_error=True, refused=True)
             else:
                 result = self._run_tool(call)
             self._running = None

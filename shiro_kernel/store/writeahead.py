@@ -86,9 +86,11 @@ class WriteAhead:
             if call.call_id in self._done:
                 parts.append(self._done[call.call_id])
             elif running is not None and call.call_id == running.call_id:
-                parts.append(ToolResultPart(call.call_id, call.name, STOPPED_WHILE_RUNNING, is_error=True))
+                parts.append(
+                    ToolResultPart(call.call_id, call.name, STOPPED_WHILE_RUNNING, is_error=True, stopped=True)
+                )
             else:
-                parts.append(ToolResultPart(call.call_id, call.name, NOT_RUN, is_error=True))
+                parts.append(ToolResultPart(call.call_id, call.name, NOT_RUN, is_error=True, stopped=True))
         try:
             self.saver.write_ahead(step, [Message("tool", parts)])
             self.writes += 1
