@@ -12,7 +12,7 @@ all distinct, HTML table displays, log lines.
    ``check_turn`` at the end of the turn with that index (what the answer waits for).
 Medians of repeats, in milliseconds.
 
-The wiring (``turn_numbers.LastAnswer.follow``, the agent's events going through a ``TurnNumbers``):
+The wiring (``numbers.turn_check.LastAnswer.follow``, the agent's events going through a ``TurnNumbers``):
 
 4. Per event: a streamed answer of 500 and of 5,000 text deltas fed through the wrapper against the same
    events passed on bare (the cost per delta must not grow with the answer: the text is joined once, at
@@ -37,9 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shiro_kernel.events import TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
-from shiro_kernel.numbers import OutputIndex, check_turn, find_numbers
+from shiro_kernel.numbers.claims import OutputIndex, check_turn, find_numbers
+from shiro_kernel.numbers.turn_check import LastAnswer
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn_numbers import LastAnswer
 
 ISSUE_OUTPUT = "cocoa -0.151335, coffee 0.131417, tea 0.050296"
 ISSUE_ANSWER = "**Coffee** grew the most … (+16.4 %). Tea was flat and cocoa fell 3 %."
@@ -237,7 +237,7 @@ def wiring_per_turn(rounds: int = 20) -> None:
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
-    from shiro_kernel.turn_numbers import TurnNumbers
+    from shiro_kernel.numbers.turn_check import TurnNumbers
 
     spent = [0.0]
     TurnNumbers.feed = timed(spent, TurnNumbers.feed)  # type: ignore[method-assign]

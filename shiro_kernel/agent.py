@@ -32,6 +32,7 @@ from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
 from .notebook import LiveNotebook, live_notebook
+from .numbers.turn_check import LastAnswer
 from .prepare import HEADLESS, Frontend, TurnSetup
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
@@ -50,7 +51,6 @@ from .tasks import TaskList
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
 from .turn import TurnOptions
-from .turn_numbers import LastAnswer
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
 

@@ -12,7 +12,7 @@ from cassettes import all_interactions
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from shiro_kernel.numbers import (
+from shiro_kernel.numbers.claims import (
     OutputIndex,
     anchor,
     check_turn,

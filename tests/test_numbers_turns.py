@@ -154,12 +154,12 @@ def test_the_agent_sends_numbers_checked_just_before_the_turn_end(shell, fake_op
 
 
 def test_a_check_that_fails_costs_the_turn_nothing(shell, fake_openai, monkeypatch):
-    import shiro_kernel.turn_numbers
+    import shiro_kernel.numbers.turn_check
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug in the check")
 
-    monkeypatch.setattr(shiro_kernel.turn_numbers, "check_turn", broken)
+    monkeypatch.setattr(shiro_kernel.numbers.turn_check, "check_turn", broken)
     growth_turn(fake_openai)
     shown = turn(shell, f"%shiro {PROMPT}")
     _row, answer, footer = shown["text/plain"].split("\n\n")

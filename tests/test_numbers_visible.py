@@ -12,7 +12,7 @@ from itertools import pairwise
 
 import pytest
 
-from shiro_kernel.numbers import _INVISIBLE, check_turn, find_numbers, visible_text
+from shiro_kernel.numbers.claims import _INVISIBLE, check_turn, find_numbers, visible_text
 from shiro_kernel.transcript import ToolResultPart
 
 

@@ -511,7 +511,7 @@ def kernel_cell_checked() -> str:
         "import json\n"
         "from shiro_kernel.events import TextDelta, ToolEnd, ToolStart, TurnEnd, Usage\n"
         "from shiro_kernel.transcript import ToolCallPart, ToolResultPart\n"
-        "from shiro_kernel.turn_numbers import TurnNumbers\n"
+        "from shiro_kernel.numbers.turn_check import TurnNumbers\n"
         "from shiro_kernel.ui.render import TurnLog, to_html, to_markdown\n"
         "_call = ToolCallPart('c1', 'python', json.dumps({'code': " + repr(GROWTH) + "}))\n"
         "_log, _numbers = TurnLog(), TurnNumbers()\n"

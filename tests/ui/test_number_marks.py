@@ -25,9 +25,9 @@ from shiro_kernel.events import (
     TurnEnd,
     Usage,
 )
-from shiro_kernel.numbers import OutputIndex, check_turn
+from shiro_kernel.numbers.claims import OutputIndex, check_turn
+from shiro_kernel.numbers.turn_check import TurnNumbers, call_inputs, for_turn
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn_numbers import TurnNumbers, call_inputs, for_turn
 from shiro_kernel.ui import marks
 from shiro_kernel.ui.marks import numbers_line
 from shiro_kernel.ui.render import TurnLog, log_entry_html, to_bundle_json, to_html, to_markdown, to_text

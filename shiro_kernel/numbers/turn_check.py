@@ -21,9 +21,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .events import BudgetReached, Event, Notice, NumbersChecked, TextDelta, ToolEnd, ToolStart, TurnEnd
-from .numbers import OutputIndex, check_turn, model_note
-from .transcript import Message, ToolCallPart, ToolResultPart
+from ..events import BudgetReached, Event, Notice, NumbersChecked, TextDelta, ToolEnd, ToolStart, TurnEnd
+from ..transcript import Message, ToolCallPart, ToolResultPart
+from .claims import OutputIndex, check_turn, model_note
 
 
 def call_inputs(call: ToolCallPart) -> str:

@@ -47,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .transcript import ToolResultPart
+from ..transcript import ToolResultPart
 
 # -- reading an answer ------------------------------------------------------------------------------------
 
