@@ -1,9 +1,11 @@
 """Approval: may a call run? One decision for the notebook's own turns and for other agents' MCP calls.
 
 ``Shiro.approval`` is the policy: ``auto`` runs everything, ``read-only`` refuses every tool that changes
-something (``Tool.mutates``), ``ask`` asks the user — through buttons where a view can show them, and
-refuses where none can (nbclient, papermill, terminal IPython), saying how to allow it. "Always this
-session" allows a tool (or, for another agent, a client and a tool) for the rest of the session.
+something (``Tool.changes``: any effect but ``Effect.READS``), ``ask`` asks the user about a tool that changes
+the namespace, files or the outside world (``Tool.needs_approval``; a ``REVIEW`` tool asks in the notebook
+instead) — through buttons where a view can show them, and refuses where none can (nbclient, papermill,
+terminal IPython), saying how to allow it. "Always this session" allows a tool (or, for another agent, a
+client and a tool) for the rest of the session.
 
 :func:`decide` is the rule; :func:`refusal` is the text the model reads when a call is not run. How the
 question is put is the view's business (:class:`~shiro_kernel.ui.widgets.ApprovalBox`).
@@ -35,12 +37,13 @@ def headless_approver(call: ToolCallPart, tool: Tool) -> str:
 
 def decide(policy: str, tool: Tool | None, *, allowed: bool = False) -> str:
     """APPROVE, DENY or ASK for one call under ``policy``. ``allowed``: "Always this session" was given for
-    it. A tool that changes nothing (or an unknown tool, which fails on its own) never needs approval."""
+    it. Derived from the tool's declared effect alone: a tool that changes nothing (or an unknown tool, which
+    fails on its own) never needs approval."""
     if tool is None or policy == "auto":
         return APPROVE
-    if policy == "read-only" and (tool.mutates or tool.reviewed):
+    if policy == "read-only" and tool.changes:
         return DENY
-    if not tool.mutates:  # a reading tool, or one that shows its change in the notebook for Accept / Reject
+    if not tool.needs_approval:  # a reading tool, or one that shows its change in the notebook for Accept / Reject
         return APPROVE
     return APPROVE if allowed else ASK
 

@@ -28,7 +28,7 @@ def call(tasks: TaskList | None, todos: object) -> tuple[str, bool]:
 
 
 def test_schema_and_description_are_the_seeds() -> None:
-    assert todo_write.name == "todo_write" and todo_write.mutates is False
+    assert todo_write.name == "todo_write" and not todo_write.changes
     assert DESCRIPTION.startswith("Record or update your task list for a multi-step job. Send the whole list")
     assert DESCRIPTION.endswith("Skip it entirely for single-step work.")
     todos = todo_write.parameters["properties"]["todos"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Tool, ToolContext, ToolError
+from shiro_kernel.tools import Effect, Tool, ToolContext, ToolError
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions
 
@@ -32,7 +32,7 @@ TOOLS = {
     "fail": Tool("fail", "Always fails.", schema({}), _fail),
     "crash": Tool("crash", "Has a bug.", schema({}), _crash),
     "write": Tool(
-        "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", mutates=True
+        "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", effects=Effect.FILES
     ),
 }
 

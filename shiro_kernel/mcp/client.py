@@ -13,8 +13,10 @@ Invariants:
   the server (:meth:`McpManager.drain_notices`); :meth:`tools` only ever lists ``ready`` servers. A server
   the caller holds back (``configure(..., held=)``: a repository's server the user has not allowed) is
   ``held``, with the caller's reason, and never started.
-* ``readOnlyHint`` is believed only for servers from the user's own configuration: every tool of a
-  ``.mcp.json`` server is ``mutates=True`` (it asks under ``approval = "ask"``), whatever it says.
+* A server's tool changes the outside world (``Effect.OUTSIDE``: it asks under ``approval = "ask"``, is written
+  ahead, stops a replay and is never undoable) unless it says ``readOnlyHint`` (``Effect.READS``), which is
+  believed only for servers from the user's own configuration: a ``.mcp.json`` server's, whatever it says, is
+  ``OUTSIDE``.
 * A tool's ``run`` blocks the calling thread on a future from the loop thread, polls ``ctx.abort`` (Stop
   cancels the request, and the SDK sends ``notifications/cancelled``), forwards progress notifications to
   ``ctx.progress``, and never lets an exception other than :class:`ToolError` out, except a
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..tools import Tool, ToolContext, ToolError, ToolOutput
+from ..tools import Effect, Tool, ToolContext, ToolError, ToolOutput
 from ._runtime import LoopThread, one_line
 from ._sessions import InFlight, Server, SessionHost
 from .config import McpConfigError, ServerConfig, load_config
@@ -234,7 +236,7 @@ class McpManager(SessionHost):
                 tool = by_name.get(name)
                 if tool is None:  # the server changed state between the two looks
                     continue
-                tag = "" if tool.mutates else " [read-only]"
+                tag = "" if tool.changes else " [read-only]"
                 lines.append(f"    {name}{tag} — {one_line(tool.description, 100)}")
         return "\n".join(lines)
 
@@ -306,7 +308,8 @@ class McpManager(SessionHost):
         def run(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
             return self._call(server, gen, tool_name, clean_arguments(args, loose) if strict else args, ctx)
 
-        tool = Tool(name, cut_description(text), params, run, mutates=not read_only, kernel_thread=False)
+        effects = Effect.READS if read_only else Effect.OUTSIDE
+        tool = Tool(name, cut_description(text), params, run, effects=effects, kernel_thread=False)
         self._built[(entry.gen, name)] = (spec, tool)
         return tool
 

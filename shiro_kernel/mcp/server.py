@@ -10,9 +10,9 @@ Invariants:
 
 * Every HTTP request without ``Authorization: Bearer <token>`` (compared in constant time) gets 401 before
   any MCP code sees it; the SDK's DNS-rebinding protection (Host/Origin must be localhost) stays on.
-* Only :data:`SERVED` tools are exposed, whichever of them the given dict has; a mutating tool
-  (``Tool.mutates``) runs only when ``approve(client_name, call)`` says yes, reading tools run directly
-  (the same rule the notebook agent follows with ``approval = "ask"``).
+* Only :data:`SERVED` tools are exposed, whichever of them the given dict has; a tool asked about before it
+  runs (``Tool.needs_approval``, from its declared effect) runs only when ``approve(client_name, call)`` says
+  yes, reading tools run directly (the same rule the notebook agent follows with ``approval = "ask"``).
 * Every call, approved or not, is reported to ``on_call(client_name, tool_name, args, result_text)`` so the
   session records what the other agent did. ``client_name`` comes from the MCP ``initialize`` clientInfo.
 * ``mcp``, ``uvicorn`` and ``starlette`` are imported only by :meth:`McpKernelServer.start`.
@@ -227,7 +227,7 @@ class McpKernelServer:
                         description=t.description,
                         input_schema=t.parameters,
                         annotations=types.ToolAnnotations(
-                            read_only_hint=not t.mutates, destructive_hint=t.mutates or None
+                            read_only_hint=not t.changes, destructive_hint=t.changes or None
                         ),
                     )
                     for t in self.tools.values()
@@ -256,7 +256,7 @@ class McpKernelServer:
         images: list[Image] = []
         if tool is None:
             text, is_error = f"Error: unknown tool {name!r}; available: {', '.join(self.tools)}", True
-        elif tool.mutates and not await asyncio.to_thread(self._approved, client, call):
+        elif tool.needs_approval and not await asyncio.to_thread(self._approved, client, call):
             text, is_error = f"Error: not approved: the notebook's user did not allow {client} to run {name}.", True
         else:
             steps = itertools.count(1)  # the spec wants progress values to increase

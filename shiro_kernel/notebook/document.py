@@ -22,7 +22,6 @@ from typing import Any
 from ..errors import ToolError
 from .channel import Channel, Unanswered, Withdrawn
 
-REVIEWED = ("notebook_edit", "notebook_insert", "notebook_delete", "propose_cell")
 #: seconds a read or an automatic change may take; a review waits for the user (``Shiro.approval_timeout_s``)
 READ_TIMEOUT_S = 10.0
 #: a cell run may be long: it ends when the cells end, or on Stop
@@ -67,6 +66,9 @@ class Outcome:
     text: str
     is_error: bool
     change: dict[str, Any] = field(default_factory=dict)
+    #: nobody reviewed the change in time: a refusal, as an approval nobody answered is (the cell tools tell the
+    #: model in the approval's words: ``approval.UNANSWERED_DENIAL``)
+    refused: bool = False
 
 
 def diff_of(old: str, new: str, label: str) -> tuple[str, int, int]:
@@ -79,12 +81,11 @@ def diff_of(old: str, new: str, label: str) -> tuple[str, int, int]:
     return "\n".join(lines), added, removed
 
 
-def _unanswered(change: Change, seconds: float) -> str:
-    """What the model is told of a change nobody reviewed in time (as of an approval nobody answered)."""
-    from ..approval import UNANSWERED_DENIAL  # approval knows tools, which know this module: not at the top
-
-    name = {"edit": "notebook_edit", "insert": "notebook_insert", "delete": "notebook_delete"}[change.kind]
-    return UNANSWERED_DENIAL.format(name=name, seconds=seconds)
+def _unanswered(change: Change, seconds: float, row: dict[str, Any] | None = None) -> Outcome:
+    """A change nobody reviewed in time: not applied, and ``refused`` (the tool tells the model as of an approval
+    nobody answered)."""
+    text = f"Error: not applied — nobody answered the review of this {change.kind} within {seconds:g} s"
+    return Outcome(text, True, row or {}, refused=True)
 
 
 class LiveNotebook:
@@ -152,9 +153,10 @@ class LiveNotebook:
 
     # -- changing ----------------------------------------------------------------------------------
     def stage(self, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
-        """The changes one step asks for (call id, tool name, arguments): reviewed together, as one request."""
+        """The changes one step asks for (call id, tool name, arguments), reviewed together as one request: the
+        calls of its tools whose declared effect is a review (``Tool.reviewed``; the caller picks them)."""
         with self._lock:
-            self._batch = [c for c in calls if c[1] in REVIEWED]
+            self._batch = list(calls)
             self._staged = {c[0] for c in self._batch}
             self._done = {}
 
@@ -206,7 +208,7 @@ class LiveNotebook:
         if not changes:
             return outcomes
         if review and self.unanswered:  # nobody answered this turn's last question: nobody is asked again
-            return {**outcomes, **{c.call_id: Outcome(_unanswered(c, timeout), True) for c in changes}}
+            return {**outcomes, **{c.call_id: _unanswered(c, timeout) for c in changes}}
         try:
             reply = self.channel.request(
                 "review",
@@ -225,7 +227,7 @@ class LiveNotebook:
             self.unanswered = True
             if exc.decided is not None:  # the front end said which the user decided before the time was up
                 return {**outcomes, **self._withdrawn(changes, exc.decided, "unanswered", review, timeout)}
-            return {**outcomes, **{c.call_id: Outcome(_unanswered(c, timeout), True) for c in changes}}
+            return {**outcomes, **{c.call_id: _unanswered(c, timeout) for c in changes}}
         except Withdrawn as exc:
             if exc.decided is not None:  # a Stop, and the front end said which changes the user decided before it
                 return {**outcomes, **self._withdrawn(changes, exc.decided, "stopped", review, timeout)}
@@ -277,7 +279,7 @@ class LiveNotebook:
             else:
                 outcome = self._outcome(change, {"status": status}, review)
                 if status == "unanswered":
-                    outcome.text = _unanswered(change, timeout)
+                    outcome = _unanswered(change, timeout, outcome.change)
                 outcomes[change.call_id] = outcome
         return outcomes
 
@@ -410,4 +412,4 @@ def _shown(change: Change, result: dict[str, Any], cells: dict[str, dict[str, An
     return True, index if isinstance(index, int) and not isinstance(index, bool) else result.get("index")
 
 
-__all__ = ["NOT_READ", "REVIEWED", "SKIPPED_TURN_CELL", "Change", "LiveNotebook", "Outcome", "diff_of"]
+__all__ = ["NOT_READ", "SKIPPED_TURN_CELL", "Change", "LiveNotebook", "Outcome", "diff_of"]

@@ -1,15 +1,18 @@
 """What a recorded turn's calls become in a replay, and the fields a turn's bundle carries for it.
 
-The rules, one per kind of call (a call's *number* is its place among the turn's tool calls, from 1):
+The rules, one per kind of call (a call's *number* is its place among the turn's tool calls, from 1), derived
+from the saved result's fields (``is_error``, ``refused``) and the tool's declared effect (``Tool.effects``),
+never from a list of names or the result's text:
 
-* a ``python`` call that succeeded → **run** again;
-* a reading tool (:data:`READING`: ``inspect``, ``read_file``, ``notebook_read``, ``todo_write`` …) → **omit**,
-  silently: it changed nothing a later call depends on;
+* a ``python`` call that succeeded → **run** again (the one call whose change a replay redoes: its code);
+* a tool that only reads (``Effect.READS``: ``inspect``, ``read_file``, ``notebook_read``, ``todo_write`` …)
+  → **omit**, silently: it changed nothing a later call depends on;
 * a call that failed, was refused or was left waiting for approval (any tool) → **skip**, counted and said;
   a ``python`` call whose code raised counts as failed (the tool returns a traceback, not an error);
-* a call that succeeded and changed files or state outside the namespace (:data:`CHANGING`: ``write_file``,
-  ``shell``, ``remember``, ``notebook_edit`` …, and any other tool not known to only read, such as an MCP
-  server's) → **stop**: the replay ends before it, since what follows may depend on what it did.
+* a call that succeeded and changed anything else (the namespace through another tool, files, the outside
+  world or the notebook: ``write_file``, ``shell``, ``remember``, ``notebook_edit``, ``notebook_run`` …, and
+  any tool not known here, such as an MCP server's no longer connected) → **stop**: the replay ends before it,
+  since what follows may depend on what it did.
 
 The bundle's replay fields (docs/turn-format.md, "Replay")::
 
@@ -20,7 +23,7 @@ The bundle's replay fields (docs/turn-format.md, "Replay")::
                 "error": "not approved — …"}]
 
 ``status`` is ``ok``, ``error``, ``refused`` or ``pending``; ``error`` (one line) says why for the others;
-``changes`` is whether the tool is one that changes something outside the kernel's namespace; ``code`` is
+``changes`` is whether the call, had it succeeded, changes something a replay does not redo; ``code`` is
 the full code of a ``python`` call that succeeded (``entries[].code`` is cut to 4,000 characters), else null.
 The answer is the turn's last text entry.
 """
@@ -34,41 +37,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..text import first_line, one_line
+from ..tools import Effect, Tool, all_tools
 from ..transcript import Message, ToolCallPart, ToolResultPart
 
-#: tools that only read (or touch only the session's own task list and the proposal box): omitted silently
-READING = frozenset(
-    {
-        "inspect",
-        "read_file",
-        "list_files",
-        "grep",
-        "notebook_read",
-        "recall",
-        "memory_read",
-        "todo_write",
-        "propose_cell",
-    }
-)
-#: tools that change files or state outside the namespace: a replay stops before one that succeeded
-CHANGING = frozenset(
-    {
-        "write_file",
-        "edit_file",
-        "shell",
-        "remember",
-        "forget",
-        "memory_write",
-        "notebook_edit",
-        "notebook_insert",
-        "notebook_delete",
-        "notebook_run",
-    }
-)
 STATUSES = ("ok", "error", "refused", "pending")
-#: the text every refusal of a call starts with (headless, denied by the user, read-only)
-REFUSED_PREFIX = "Error: not approved"
 WHY_CHARS = 200
+#: the tool whose calls a replay runs again (their code, in the user's namespace)
+REPLAYED = "python"
 
 RUN, OMIT, SKIP, STOP = "run", "omit", "skip", "stop"
 
@@ -143,9 +118,9 @@ def call_status(call: ToolCallPart, result: ToolResultPart | None) -> tuple[str,
     """(status, why): ``ok`` with no why, or ``error`` / ``refused`` / ``pending`` with one line saying why."""
     if result is None:
         return "pending", "it was waiting for approval when the turn ended"
-    if result.is_error:
+    if result.is_error:  # why: its text's first line, without the ``Error:`` every failure's text starts with
         text = first_line(result.output.removeprefix("Error:").strip(), WHY_CHARS) or "it failed"
-        return ("refused" if result.output.startswith(REFUSED_PREFIX) else "error"), text
+        return ("refused" if result.refused else "error"), text
     if call.name == "python":
         meta = result.meta.get("raised") if isinstance(result.meta, dict) else None
         exc = meta if isinstance(meta, str) and meta else raised(result.output)
@@ -154,28 +129,32 @@ def call_status(call: ToolCallPart, result: ToolResultPart | None) -> tuple[str,
     return "ok", ""
 
 
-def changes_outside(name: str, tools: Mapping[str, Any] | None = None) -> bool:
-    """Whether tool ``name`` is one that can change something outside the kernel's namespace: the
-    :data:`CHANGING` tools, and any tool not known to only read (an MCP server's is asked through ``tools``:
-    its ``mutates``)."""
-    if name == "python" or name in READING:
-        return False
-    if name in CHANGING:
-        return True
-    tool = (tools or {}).get(name)
-    return bool(getattr(tool, "mutates", True)) if tool is not None else True
+def known_tools(tools: Mapping[str, Tool] | None = None) -> dict[str, Tool]:
+    """The tools whose declared effects a plan reads: the built-in ones, and ``tools`` (a turn's, with its MCP
+    servers') over them."""
+    return {**all_tools(), **(tools or {})}
 
 
-def _stop_why(name: str) -> str:
-    if name in ("write_file", "edit_file"):
-        return "it changed files when recorded, and a replay does not redo that"
-    if name == "shell":
-        return "it ran a shell command when recorded, and a replay does not redo that"
-    if name in ("remember", "forget", "memory_write"):
-        return "it changed the project's memory when recorded, and a replay does not redo that"
-    if name.startswith("notebook_"):
-        return "it changed the notebook when recorded, and a replay does not redo that"
-    return "it may have changed something outside the kernel when recorded, and a replay does not redo that"
+def stop_why(name: str, tools: Mapping[str, Tool]) -> str:
+    """Why a replay stops before a call of tool ``name`` that succeeded (empty: it does not; ``tools``: from
+    :func:`known_tools`). Only the ``python`` call is run again; a tool that only reads is omitted; any other
+    change, or a tool not known here, stops the replay."""
+    if name == REPLAYED:
+        return ""
+    tool = tools.get(name)
+    if tool is None:
+        what = "it may have changed something outside the kernel"
+    elif not tool.changes:
+        return ""
+    elif Effect.OUTSIDE in tool.effects:
+        what = "it changed something outside the kernel"
+    elif Effect.FILES in tool.effects:
+        what = "it changed files"
+    elif Effect.REVIEW in tool.effects:
+        what = "it changed the notebook"
+    else:
+        what = "it ran code in the kernel"
+    return f"{what} when recorded, and a replay does not redo that"
 
 
 def _code_of(call: ToolCallPart) -> str | None:
@@ -186,15 +165,16 @@ def _code_of(call: ToolCallPart) -> str | None:
     return code if isinstance(code, str) and code.strip() else None
 
 
-def _step(number: int, call_id: str, name: str, status: str, why: str, code: str | None, changes: bool) -> Step:
+def _step(number: int, call_id: str, name: str, status: str, why: str, code: str | None, stop: str) -> Step:
+    """One call's step: ``stop`` says why a replay stops before it had it succeeded (empty: it does not)."""
     if status != "ok":
         return Step(number, call_id, name, SKIP, status, why=why or "it failed")
-    if name == "python":
+    if name == REPLAYED:
         if code is None:
             return Step(number, call_id, name, SKIP, "error", why="its code could not be read")
         return Step(number, call_id, name, RUN, code=code)
-    if changes:
-        return Step(number, call_id, name, STOP, why=_stop_why(name))
+    if stop:
+        return Step(number, call_id, name, STOP, why=stop)
     return Step(number, call_id, name, OMIT)
 
 
@@ -236,14 +216,15 @@ def _short(call: ToolCallPart) -> str:
     return target_of(call.arguments)
 
 
-def plan_from_messages(messages: Iterable[Message], tools: Mapping[str, Any] | None = None) -> Plan:
+def plan_from_messages(messages: Iterable[Message], tools: Mapping[str, Tool] | None = None) -> Plan:
     """The plan of one recorded turn: ``messages`` from its user prompt through its last message. ``tools``
-    (name → Tool) says whether a tool not known here (an MCP server's) changes anything (its ``mutates``)."""
+    (name → Tool): the turn's tools beyond the built-in ones (an MCP server's), by their declared effects."""
     messages = list(messages)
+    known = known_tools(tools)
     steps = []
     for number, (call, result) in enumerate(_calls(messages), 1):
         status, why = call_status(call, result)
-        step = _step(number, call.call_id, call.name, status, why, _code_of(call), changes_outside(call.name, tools))
+        step = _step(number, call.call_id, call.name, status, why, _code_of(call), stop_why(call.name, known))
         steps.append(replace(step, target=_short(call)))
     prompt = next((m.text for m in messages if m.role == "user"), None)
     return Plan(steps, _answer(messages), prompt)
@@ -256,20 +237,21 @@ def replay_fields(
     cell_id: str | None,
     ordinal: int,
     turn_id: str,
-    tools: Mapping[str, Any] | None = None,
+    tools: Mapping[str, Tool] | None = None,
 ) -> dict[str, Any]:
     """The fields a turn's bundle gains so it can be replayed from the notebook (see the module's doc):
     built from the turn's ``messages`` (its user prompt through its last message)."""
+    known = known_tools(tools)
     calls = []
     for call, result in _calls(list(messages)):
         status, why = call_status(call, result)
-        code = _code_of(call) if call.name == "python" and status == "ok" else None
+        code = _code_of(call) if call.name == REPLAYED and status == "ok" else None
         entry: dict[str, Any] = {
             "callId": call.call_id,
             "name": call.name,
             "status": status,
             "code": code,
-            "changes": changes_outside(call.name, tools),
+            "changes": bool(stop_why(call.name, known)),
         }
         if why:
             entry["error"] = why
@@ -303,6 +285,7 @@ def plan_from_bundle(bundle: dict[str, Any]) -> Plan:
     entries = [e for e in bundle.get("entries") or [] if isinstance(e, dict)]
     shown = {str(e.get("callId")): _shown(e) for e in entries if e.get("type") == "tool"}
     texts = [str(e.get("text") or "") for e in entries if e.get("type") == "text" and str(e.get("text") or "").strip()]
+    known = known_tools()
     steps = []
     for number, item in enumerate(bundle["replay"], 1):
         if (
@@ -315,7 +298,10 @@ def plan_from_bundle(bundle: dict[str, Any]) -> Plan:
         if status not in STATUSES:
             raise ValueError(f"call {number} of the saved turn has an unknown status {status!r}")
         code = item.get("code")
-        changes = item.get("changes")
+        changes = item.get("changes")  # the saved turn's word: it knew its tools (an MCP server's, maybe gone now)
+        stop = stop_why(item["name"], known)
+        if isinstance(changes, bool):
+            stop = (stop or stop_why(item["name"], {})) if changes else ""
         step = _step(
             number,
             item["callId"],
@@ -323,7 +309,7 @@ def plan_from_bundle(bundle: dict[str, Any]) -> Plan:
             str(status),
             first_line(str(item.get("error") or ""), WHY_CHARS),
             code if isinstance(code, str) and code.strip() else None,
-            changes if isinstance(changes, bool) else changes_outside(item["name"]),
+            stop,
         )
         steps.append(replace(step, target=shown.get(item["callId"], "")))
     prompt = bundle.get("prompt")
@@ -340,21 +326,21 @@ def fields_of(bundle: dict[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [
-    "CHANGING",
     "FIELD_NAMES",
     "OMIT",
-    "READING",
+    "REPLAYED",
     "RUN",
     "SKIP",
     "STOP",
     "Plan",
     "Step",
     "call_status",
-    "changes_outside",
     "fields_of",
     "has_replay",
+    "known_tools",
     "plan_from_bundle",
     "plan_from_messages",
     "raised",
     "replay_fields",
+    "stop_why",
 ]

@@ -3,8 +3,8 @@ never leaves a record that lost it.
 
 The autosave waits 400 ms after a change (:mod:`.autosave`); a kernel killed within that time used to keep
 only the user's message, and on resume the model never learned its code had run. So before a call that
-changes something runs (``python``, ``shell``, the file and notebook edits: a tool that ``mutates`` or is
-``reviewed``, and any tool not known here, an MCP server's), :class:`WriteAhead` writes the record now
+changes something runs (a tool whose declared effect is anything but reading — ``Tool.changes``: ``python``,
+``shell``, the file and notebook edits — and any tool not known here), :class:`WriteAhead` writes the record now
 (fsync'd, :func:`~.files.write_atomic`) with the step's assistant message and a tool message after it: the
 results known so far, :data:`STOPPED_WHILE_RUNNING` for the call about to run, :data:`NOT_RUN` for the ones
 after it. When the call ends, the record is written again with its result. Until the turn appends the step's
@@ -15,7 +15,7 @@ else keeps the debounce.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Protocol
 
 from ..errors import StoreError
 from ..events import Event, ToolEnd, ToolStart
@@ -32,13 +32,20 @@ STOPPED_WHILE_RUNNING = (
 NOT_RUN = "Error: not run — the kernel stopped before this call ran."
 
 
-def changes_something(tools: Mapping[str, Any]) -> Callable[[str], bool]:
-    """Whether a call of this name needs the write-ahead: a tool that ``mutates`` or is ``reviewed``, or one
-    not in ``tools`` (an MCP server's: nothing says it does not change anything)."""
+class Declared(Protocol):
+    """What the write-ahead reads of a tool (``shiro_kernel.tools.Tool``, which this layer does not import)."""
+
+    @property
+    def changes(self) -> bool: ...
+
+
+def changes_something(tools: Mapping[str, Declared]) -> Callable[[str], bool]:
+    """Whether a call of this name needs the write-ahead: a tool whose declared effect changes something (any
+    but reading), or one not in ``tools`` (nothing says it does not change anything)."""
 
     def needs(name: str) -> bool:
         tool = tools.get(name)
-        return tool is None or bool(getattr(tool, "mutates", True) or getattr(tool, "reviewed", False))
+        return tool is None or tool.changes
 
     return needs
 

@@ -1,42 +1,47 @@
-"""The tools the model can call. Adding a tool is one small module exposing ``TOOLS`` plus one
-line in ``_MODULES`` below."""
+"""The tools the model can call. Adding a tool is one file: a module in this package exposing ``TOOLS`` (a list
+of :class:`Tool`, each declaring its :class:`Effect`), found by :func:`all_tools` with no list to edit.
+
+The order the model sees them in is stable (the prompt's tool list is byte-stable across turns and kernels):
+each module's ``TOOLS`` in their order, the modules in the order of their names (``cells``, ``check_tool``,
+``files``, ``inspect_tool``, ``memory_tools``, ``notebook``, ``python_tool``, ``shell_tool``, ``tasks_tool``).
+A module without ``TOOLS`` (``base``, ``displays``) is a helper. Two tools with one name are a mistake, said
+at once.
+"""
 
 from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
+from types import ModuleType
 from typing import Any
 
 from ..errors import ShiroError
 from ..store.assets import assets
 from ..text import cut
 from ..transcript import ToolCallPart, ToolResultPart
-from .base import MAX_RESULT_CHARS, Image, Tool, ToolContext, ToolError, ToolOutput
+from .base import MAX_RESULT_CHARS, Effect, Image, Tool, ToolContext, ToolError, ToolOutput
 
-__all__ = ["Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "all_tools", "run_tool"]
+__all__ = ["Effect", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "all_tools", "run_tool", "tools_of"]
 
-# module names under shiro_kernel.tools, in the order the model sees them
-_MODULES = (
-    "python_tool",
-    "inspect_tool",
-    "files",
-    "shell_tool",
-    "notebook",
-    "cells",
-    "check_tool",
-    "tasks_tool",
-    "memory_tools",
-)
+
+def tools_of(package: ModuleType) -> dict[str, Tool]:
+    """The tools of ``package``'s modules by name: each module's ``TOOLS``, modules in name order (see the
+    module's doc). Raises ValueError when two tools share a name."""
+    tools: dict[str, Tool] = {}
+    names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg)
+    for name in names:
+        module = importlib.import_module(f"{package.__name__}.{name}")
+        for tool in getattr(module, "TOOLS", ()):
+            if tool.name in tools:
+                raise ValueError(f"two tools are named {tool.name!r} (the second in {module.__name__})")
+            tools[tool.name] = tool
+    return tools
 
 
 def all_tools() -> dict[str, Tool]:
-    """Every tool by name, in a stable order."""
-    tools: dict[str, Tool] = {}
-    for name in _MODULES:
-        module = importlib.import_module(f"{__name__}.{name}")
-        for tool in module.TOOLS:
-            tools[tool.name] = tool
-    return tools
+    """Every tool of this package by name, in a stable order (see the module's doc)."""
+    return tools_of(importlib.import_module(__name__))
 
 
 #: arguments whose presence and allowed values a tool checks itself, so the model reads the seed's text
@@ -103,7 +108,7 @@ def _redact_display(bundle: dict[str, Any]) -> dict[str, Any]:
 def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
 
-    def result(output: str, is_error: bool = False) -> ToolResultPart:
+    def result(output: str, is_error: bool = False, refused: bool = False) -> ToolResultPart:
         from ..redact import redact  # secrets never leave the kernel: redacted before anything else sees it
 
         return ToolResultPart(
@@ -111,6 +116,7 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
             call.name,
             cut(redact(output), MAX_RESULT_CHARS, tail=MAX_RESULT_CHARS // 4),
             is_error=is_error,
+            refused=refused,
         )
 
     tool = tools.get(call.name)
@@ -130,7 +136,7 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
         return result(f"Error: {type(exc).__name__}: {exc}", True)
     if not isinstance(output, ToolOutput):
         return result(output)
-    part = result(output.text, output.is_error)
+    part = result(output.text, output.is_error, output.refused)
     part.meta.update(output.meta)
     part.displays = [_redact_display(d) for d in output.displays]
     notes: list[str] = []

@@ -1,13 +1,29 @@
 """What a tool is, and the context it runs in.
 
-A tool is a name, a description, a JSON Schema for its arguments and a plain function
-``run(args, ctx) -> str | ToolOutput``. A tool signals a problem by raising :class:`ToolError` (or any
+A tool is a name, a description, a JSON Schema for its arguments, a plain function
+``run(args, ctx) -> str | ToolOutput`` and its declared :class:`Effect`: what its calls change. The effect
+is the only thing a tool declares about itself; every policy derives from it (:class:`Tool`'s properties):
+
+============================  ==========================================================================
+rule                          derived from the effect
+============================  ==========================================================================
+approval (``approval.py``)    ``needs_approval`` (NAMESPACE, FILES or OUTSIDE): asked under "ask";
+                              any change (``changes``, REVIEW too) refused under "read-only"
+write-ahead (``store/``)      ``changes``: the record is written before such a call runs
+replay (``replay/plan.py``)   READS only: omitted; the ``python`` call: run again; any other change: the
+                              replay stops before it
+review (``turn.py``)          ``reviewed`` (REVIEW): the step's changes go to the notebook as one review
+undo                          ``undoable``: no OUTSIDE effect (what it changed can be taken back)
+============================  ==========================================================================
+
+A tool signals a problem by raising :class:`ToolError` (or any
 :class:`~shiro_kernel.errors.ShiroError`); the registry (:func:`shiro_kernel.tools.run_tool`) turns that,
 and any other exception, into a result text starting ``Error:``, so a tool's failure never ends a turn.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import threading
 from collections.abc import Callable
@@ -23,10 +39,33 @@ if TYPE_CHECKING:
     from ..notebook.document import LiveNotebook
     from ..tasks import TaskList
 
-__all__ = ["MAX_RESULT_CHARS", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
+__all__ = ["MAX_RESULT_CHARS", "Effect", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
 
 #: How much of one tool result the model sees; the rest is cut with a note saying so.
 MAX_RESULT_CHARS = 20_000
+
+
+class Effect(enum.Flag):
+    """What a tool's calls change, declared once by the tool (``Tool.effects``); combine with ``|``."""
+
+    #: changes nothing: reads the kernel, the files, the notebook or the memories (or only the session's own
+    #: task list, which the per-step state shows)
+    READS = enum.auto()
+    #: changes the user's namespace: its code runs in the user's kernel (undo checkpoints names)
+    NAMESPACE = enum.auto()
+    #: writes files in the project (undo keeps their previous bytes)
+    FILES = enum.auto()
+    #: changes something outside the kernel and the project's files that cannot be taken back: a shell
+    #: command, the durable memories, another server
+    OUTSIDE = enum.auto()
+    #: changes the notebook through a review the user accepts or rejects in the notebook itself
+    REVIEW = enum.auto()
+
+
+#: the effects that change something (any but READS)
+CHANGES = Effect.NAMESPACE | Effect.FILES | Effect.OUTSIDE | Effect.REVIEW
+#: the effects a call is asked about before it runs (REVIEW asks in the notebook instead)
+ASKED = Effect.NAMESPACE | Effect.FILES | Effect.OUTSIDE
 
 
 @dataclass
@@ -49,6 +88,9 @@ class ToolOutput:
     displays: list[dict[str, Any]] = field(default_factory=list)
     #: a failure that still has something to show (a rejected change's row): the text starts ``Error:``
     is_error: bool = False
+    #: the change was not approved (a review nobody answered in time): the result is ``refused``, as when the
+    #: turn's approval question goes unanswered
+    refused: bool = False
     #: kept with the result for the views (not sent to the model): e.g. a cell change's row
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -126,18 +168,44 @@ class ToolContext:
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool the model can call. ``effects`` is its one declaration of what its calls change (see the
+    module); ``changes``, ``needs_approval``, ``reviewed`` and ``undoable`` are derived from it."""
+
     name: str
     description: str
     parameters: dict[str, Any]  # JSON Schema (object); strict-compatible: every property required
     run: Callable[[dict[str, Any], ToolContext], str | ToolOutput]
-    #: True for tools that change something (run code, write files, shell): they need approval
-    mutates: bool = False
-    #: True for tools that ask in the notebook itself (a diff with Accept / Reject on the cell): no approval
-    #: question before them, but refused under "read-only"
-    reviewed: bool = False
+    #: what its calls change; the default is for a tool that only reads (a tool that changes anything says so)
+    effects: Effect = Effect.READS
     #: False for tools that never touch the kernel's namespace or shell (an MCP server's): a background turn
     #: runs them on its own thread, so the kernel stays responsive and Stop reaches them at once
     kernel_thread: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.effects:
+            raise ValueError(f"tool {self.name!r} declares no effect: it is Effect.READS at least")
+
+    @property
+    def changes(self) -> bool:
+        """Its calls change something (any effect but READS): written ahead, refused under "read-only", and a
+        replay does not omit them."""
+        return bool(self.effects & CHANGES)
+
+    @property
+    def needs_approval(self) -> bool:
+        """Its calls are asked about before they run (under "ask"): they change the namespace, files or the
+        outside world. A REVIEW tool asks in the notebook instead."""
+        return bool(self.effects & ASKED)
+
+    @property
+    def reviewed(self) -> bool:
+        """Its changes go to the notebook as a review (a diff with Accept / Reject on the cell)."""
+        return Effect.REVIEW in self.effects
+
+    @property
+    def undoable(self) -> bool:
+        """What its calls change can be taken back (nothing OUTSIDE the kernel, the files and the notebook)."""
+        return Effect.OUTSIDE not in self.effects
 
     def spec(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

@@ -3,10 +3,10 @@ cells of the live notebook through the front end (:mod:`shiro_kernel.notebook`),
 
 Under ``approval = "ask"`` a change shows in the notebook as a diff (an insert as a proposed cell, a delete as
 the cell marked for removal) with Accept / Reject, and the call waits for the user; under ``"auto"`` it is
-applied at once; under ``"read-only"`` it is refused. These tools are ``reviewed`` (no approval question
-before them: the review is the question). ``notebook_run`` runs cells, so it asks like ``python``. All of them
-run off the kernel's thread (``kernel_thread=False``): the front end's answer reaches the kernel only while
-its thread is free. Where no front end with the extension is attached (nbclient, papermill, terminal
+applied at once; under ``"read-only"`` it is refused. These tools are ``Effect.REVIEW`` (no approval question
+before them: the review is the question). ``notebook_run`` runs cells in the kernel (``Effect.NAMESPACE``),
+so it asks like ``python``. All of them run off the kernel's thread (``kernel_thread=False``): the front end's
+answer reaches the kernel only while its thread is free. Where no front end with the extension is attached (nbclient, papermill, terminal
 IPython, VS Code) they say so in one sentence, and the model shows code instead. ``notebook_run`` never runs
 a ``%shiro`` cell (a turn never starts inside a turn): the front end skips it, and the model is told.
 """
@@ -16,9 +16,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from ..approval import UNANSWERED_DENIAL
 from ..notebook.channel import NO_FRONT_END
 from ..notebook.document import SKIPPED_TURN_CELL, LiveNotebook
-from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
 from .notebook import OUTPUT_CHARS, _output_text
 
 RUN_IMAGES = 6
@@ -39,8 +40,13 @@ def _change(args: dict[str, Any], ctx: ToolContext, name: str) -> ToolOutput:
         timeout=ctx.approval_timeout_s,
         abort=ctx.abort,
     )
+    # a review nobody answered in time is told as an approval nobody answered: the model does not retry it
+    text = UNANSWERED_DENIAL.format(name=name, seconds=ctx.approval_timeout_s) if outcome.refused else outcome.text
     return ToolOutput(
-        outcome.text, is_error=outcome.is_error, meta={"change": outcome.change} if outcome.change else {}
+        text,
+        is_error=outcome.is_error,
+        refused=outcome.refused,
+        meta={"change": outcome.change} if outcome.change else {},
     )
 
 
@@ -103,7 +109,7 @@ TOOLS = [
         ),
         parameters=schema({"cell": CELL, "source": SOURCE}),
         run=_edit,
-        reviewed=True,
+        effects=Effect.REVIEW,
         kernel_thread=False,
     ),
     Tool(
@@ -125,7 +131,7 @@ TOOLS = [
             optional=("cell_type",),
         ),
         run=_insert,
-        reviewed=True,
+        effects=Effect.REVIEW,
         kernel_thread=False,
     ),
     Tool(
@@ -133,7 +139,7 @@ TOOLS = [
         description="Delete a cell of the live notebook; the user sees it marked for removal and accepts or rejects.",
         parameters=schema({"cell": CELL}),
         run=_delete,
-        reviewed=True,
+        effects=Effect.REVIEW,
         kernel_thread=False,
     ),
     Tool(
@@ -146,7 +152,7 @@ TOOLS = [
             {"cells": {"type": "array", "items": {"type": "integer"}, "description": "cell indices, run in order"}}
         ),
         run=_run,
-        mutates=True,
+        effects=Effect.NAMESPACE,
         kernel_thread=False,
     ),
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, schema
 
 #: a whole notebook may take a while; the check stops it after this many seconds
 CHECK_TIMEOUT_S = 600
@@ -37,7 +37,7 @@ notebook_check = Tool(
     ),
     parameters=schema({}),
     run=_run,
-    mutates=True,
+    effects=Effect.FILES | Effect.OUTSIDE,  # the notebook's code, in a kernel of its own: it may do anything
     kernel_thread=False,
 )
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.files import write_atomic
-from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
 DEFAULT_LIMIT = 2000  # lines read_file shows by default
 LINE_CHARS = 2000  # longer lines are cut in read_file
@@ -407,6 +407,7 @@ TOOLS = [
             optional=("offset", "limit"),
         ),
         run=read_file,
+        effects=Effect.READS,
     ),
     Tool(
         name="write_file",
@@ -421,7 +422,7 @@ TOOLS = [
             }
         ),
         run=write_file,
-        mutates=True,
+        effects=Effect.FILES,
     ),
     Tool(
         name="edit_file",
@@ -437,7 +438,7 @@ TOOLS = [
             }
         ),
         run=edit_file,
-        mutates=True,
+        effects=Effect.FILES,
     ),
     Tool(
         name="list_files",
@@ -451,6 +452,7 @@ TOOLS = [
             }
         ),
         run=list_files,
+        effects=Effect.READS,
     ),
     Tool(
         name="grep",
@@ -467,5 +469,6 @@ TOOLS = [
             optional=("path",),
         ),
         run=grep,
+        effects=Effect.READS,
     ),
 ]

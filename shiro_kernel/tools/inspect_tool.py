@@ -15,7 +15,7 @@ from typing import Any
 
 from ..redact import redact
 from ..text import cut
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, schema
 
 #: How many characters of a repr are shown.
 REPR_CHARS = 300
@@ -324,5 +324,6 @@ TOOLS = [
             optional=("names",),
         ),
         run=_run,
+        effects=Effect.READS,
     ),
 ]

@@ -6,7 +6,8 @@ None under ``--no-memory``), ``ctx.memories`` (a :class:`~shiro_kernel.memory.na
 and ``ctx.provenance`` (an optional dict recorded with each remembered note). None of these tools touch
 the user's files, but ``remember``, ``forget`` and ``memory_write`` change what every later session is
 told (a prompt injection in a data file could otherwise plant a lasting instruction), so they ask for
-approval like ``write_file`` (``mutates=True``; refused under "read-only"); ``recall`` and
+approval like ``write_file`` (``Effect.OUTSIDE``: a change beyond the project that undo cannot take back;
+refused under "read-only"); ``recall`` and
 ``memory_read`` only read. ``memory_write`` names the file it wrote; the file tools
 accept that path (:meth:`~shiro_kernel.tools.base.ToolContext.resolve` allows the session's two memory
 scope folders), so a small change is an ``edit_file`` away.
@@ -19,7 +20,7 @@ from typing import Any
 from ..errors import MemoryRefused
 from ..memory.named import SEPARATOR, Found, MemoryStore
 from ..memory.notes import DISABLED, KINDS, NoteStore
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, schema
 
 
 def _notes(ctx: ToolContext) -> NoteStore:
@@ -121,7 +122,7 @@ remember = Tool(
         }
     ),
     run=_remember,
-    mutates=True,
+    effects=Effect.OUTSIDE,
 )
 
 recall = Tool(
@@ -132,6 +133,7 @@ recall = Tool(
     ),
     parameters=schema({"query": {"type": "string", "description": "Words that would appear in the note"}}),
     run=_recall,
+    effects=Effect.READS,
 )
 
 forget = Tool(
@@ -141,7 +143,7 @@ forget = Tool(
         {"text": {"type": "string", "description": "Exact text of the memory to remove, or a distinctive part of it"}}
     ),
     run=_forget,
-    mutates=True,
+    effects=Effect.OUTSIDE,
 )
 
 memory_read = Tool(
@@ -161,6 +163,7 @@ memory_read = Tool(
         optional=("name", "scope"),
     ),
     run=_memory_read,
+    effects=Effect.READS,
 )
 
 memory_write = Tool(
@@ -202,7 +205,7 @@ memory_write = Tool(
         optional=("content", "description", "current_model_only", "remove"),
     ),
     run=_memory_write,
-    mutates=True,
+    effects=Effect.OUTSIDE,
 )
 
 TOOLS = [remember, recall, forget, memory_read, memory_write]

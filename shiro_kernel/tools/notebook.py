@@ -10,9 +10,10 @@ import json
 import re
 from typing import Any
 
+from ..approval import UNANSWERED_DENIAL
 from ..context.cells import read_notebook_shared
 from ..text import cut
-from .base import Image, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
 SOURCE_CHARS = 10_000  # per cell source
 OUTPUT_CHARS = 2_000  # per output
@@ -190,7 +191,7 @@ def _shown(
     return ToolOutput(f"{text}{note}\n\nattached as images: {shown}", images=images)
 
 
-def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
+def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     code = args.get("code")
     if not isinstance(code, str) or not code.strip():
         raise ToolError("code is empty; pass the code for the new cell")
@@ -207,7 +208,10 @@ def propose_cell(args: dict[str, Any], ctx: ToolContext) -> str:
         )
         if not outcome.is_error:
             return f"{outcome.text} It has not been run; the user decides whether to run it."
-        return outcome.text
+        if outcome.refused:  # nobody answered the review in time: told as an approval nobody answered
+            text = UNANSWERED_DENIAL.format(name="propose_cell", seconds=ctx.approval_timeout_s)
+            return ToolOutput(text, is_error=True, refused=True)
+        return ToolOutput(outcome.text, is_error=True)
     if ctx.propose is None:
         return (
             "The cell could not be inserted (no notebook front end is attached). Show the user this code so "
@@ -250,6 +254,7 @@ TOOLS = [
             optional=("cells", "images"),
         ),
         run=notebook_read,
+        effects=Effect.READS,
         kernel_thread=False,  # the live read waits for the front end, whose answer needs the kernel's thread free
     ),
     Tool(
@@ -260,7 +265,7 @@ TOOLS = [
         ),
         parameters=schema({"code": {"type": "string", "description": "the code for the new cell"}}),
         run=propose_cell,
-        reviewed=True,
+        effects=Effect.REVIEW,  # an insert below the asking cell: the user keeps or drops it
         kernel_thread=False,
     ),
 ]

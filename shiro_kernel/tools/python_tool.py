@@ -30,7 +30,7 @@ from typing import Any
 import IPython
 
 from ..text import HeadTail, cut, joined
-from .base import Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Tool, ToolContext, ToolError, ToolOutput, schema
 from .displays import Capture, Publisher, collect_figures, open_figures, spy_on_formatter
 
 #: Captured output kept in memory: the first HEAD and the last TAIL characters.
@@ -364,6 +364,6 @@ TOOLS = [
         ),
         parameters=schema({"code": {"type": "string", "description": "Python code to run, like a notebook cell"}}),
         run=_run,
-        mutates=True,
+        effects=Effect.NAMESPACE,
     ),
 ]

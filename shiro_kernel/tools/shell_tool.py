@@ -18,7 +18,7 @@ from typing import Any
 
 from ..redact import subprocess_env
 from ..text import HeadTail
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, schema
 
 DEFAULT_TIMEOUT_S = 60
 MAX_TIMEOUT_S = 600
@@ -170,6 +170,6 @@ TOOLS = [
             optional=("timeout_s",),
         ),
         run=_run,
-        mutates=True,
+        effects=Effect.FILES | Effect.OUTSIDE,  # it may write any file, and anything beyond: never undoable
     ),
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tasks import STATUSES, TaskList, render_line
-from .base import Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, schema
 
 DESCRIPTION = (
     "Record or update your task list for a multi-step job. Send the whole list every time; it replaces "
@@ -82,6 +82,8 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
     return result_text(tasks)
 
 
-todo_write = Tool(name="todo_write", description=DESCRIPTION, parameters=PARAMETERS, run=_run, mutates=False)
+#: READS: it changes only the session's own task list, which the per-step state shows (nothing to ask, undo or
+#: replay)
+todo_write = Tool(name="todo_write", description=DESCRIPTION, parameters=PARAMETERS, run=_run, effects=Effect.READS)
 
 TOOLS = [todo_write]

@@ -24,7 +24,7 @@ from openai_rules import problems
 from shiro_kernel.mcp import McpManager
 from shiro_kernel.mcp.config import parse_server
 from shiro_kernel.provider import wire
-from shiro_kernel.tools import Tool, ToolContext, ToolError, ToolOutput, run_tool
+from shiro_kernel.tools import Effect, Tool, ToolContext, ToolError, ToolOutput, run_tool
 from shiro_kernel.transcript import ToolCallPart
 
 SECRET = "tok-THIS-MUST-NOT-LEAK-8731"
@@ -139,12 +139,13 @@ def test_call_result_text_stdio_http_and_published(setup: Setup) -> None:
     assert not part.is_error and "21:00" in part.output
 
 
-def test_read_only_hint_means_not_mutating(setup: Setup) -> None:
+def test_read_only_hint_means_reads_and_anything_else_outside(setup: Setup) -> None:
     tools = setup.tools()
-    assert tools["mcp__sdk__echo"].mutates is False
-    assert tools["mcp__web__echo"].mutates is False
-    assert tools["mcp__time__get_current_time"].mutates is False
-    assert tools["mcp__sdk__greet"].mutates is True and tools["mcp__sdk__crash"].mutates is True
+    assert tools["mcp__sdk__echo"].effects is Effect.READS
+    assert tools["mcp__web__echo"].effects is Effect.READS
+    assert tools["mcp__time__get_current_time"].effects is Effect.READS
+    assert tools["mcp__sdk__greet"].effects is Effect.OUTSIDE and tools["mcp__sdk__crash"].effects is Effect.OUTSIDE
+    assert not tools["mcp__sdk__greet"].undoable and tools["mcp__sdk__greet"].needs_approval
 
 
 def test_image_result(setup: Setup) -> None:
@@ -298,7 +299,7 @@ def test_legacy_protocol_list_changed_and_reconfigure(tmp_path: Path) -> None:
         assert tools["mcp__a__add_tool"].run({}, ToolContext(root=tmp_path)) == "added"
         assert wait_for(lambda: "mcp__a__added" in {t.name for t in manager.tools()}, 5)
         added = {t.name: t for t in manager.tools()}["mcp__a__added"]
-        assert not added.mutates and added.run({}, ToolContext(root=tmp_path)) == "the added tool works"
+        assert not added.changes and added.run({}, ToolContext(root=tmp_path)) == "the added tool works"
         manager.configure({})
         assert manager.tools() == []
         assert wait_for(lambda: not (set(children()) & spawned), 5)

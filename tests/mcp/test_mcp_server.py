@@ -24,7 +24,7 @@ from mcp_testutil import run_async
 from mcp_types import Implementation
 
 from shiro_kernel.mcp import SERVED, McpKernelServer
-from shiro_kernel.tools import Image, Tool, ToolContext, ToolError, ToolOutput
+from shiro_kernel.tools import Effect, Image, Tool, ToolContext, ToolError, ToolOutput
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart
 
@@ -66,7 +66,7 @@ class Kernel:
                 "Run code in the user's namespace.",
                 schema({"code": {"type": "string"}}),
                 python,
-                mutates=True,
+                effects=Effect.NAMESPACE,
             ),
             "inspect": Tool(
                 "inspect",
@@ -81,7 +81,7 @@ class Kernel:
                 "Run a shell command.",
                 schema({"command": {"type": "string"}}),
                 lambda a, c: "never",
-                mutates=True,
+                effects=Effect.FILES | Effect.OUTSIDE,
             ),
         }
 
@@ -282,7 +282,7 @@ def test_our_client_talks_to_our_server(served: tuple[McpKernelServer, Kernel], 
             "mcp__kernel__notebook_read",
             "mcp__kernel__python",
         ]
-        assert tools["mcp__kernel__python"].mutates and not tools["mcp__kernel__inspect"].mutates
+        assert tools["mcp__kernel__python"].needs_approval and not tools["mcp__kernel__inspect"].changes
         ctx = ToolContext(root=tmp_path)
         assert tools["mcp__kernel__python"].run({"code": "z = 7"}, ctx) == "ok on kernel-main_0"
         assert tools["mcp__kernel__inspect"].run({"names": ["z"]}, ctx) == "z=7"

@@ -359,7 +359,7 @@ def test_tool_specs() -> None:
     by = {t.name: t for t in TOOLS}
     assert list(by) == ["remember", "recall", "forget", "memory_read", "memory_write"]
     # what changes what later sessions are told asks first; reading does not
-    assert {t.name for t in TOOLS if t.mutates} == {"remember", "forget", "memory_write"}
+    assert {t.name for t in TOOLS if t.needs_approval} == {"remember", "forget", "memory_write"}
     assert by["remember"].parameters["properties"]["kind"]["enum"] == ["fact", "decision", "gotcha", "command"]
     assert by["recall"].parameters["properties"]["query"]["description"] == "Words that would appear in the note"
     assert by["memory_read"].parameters["properties"]["name"]["type"] == ["string", "null"]

@@ -18,8 +18,8 @@ def call(call_id: str, name: str, **args: Any) -> ToolCallPart:
     return ToolCallPart(call_id, name, json.dumps(args))
 
 
-def result(call_id: str, name: str, output: str, error: bool = False) -> ToolResultPart:
-    return ToolResultPart(call_id, name, output, is_error=error)
+def result(call_id: str, name: str, output: str, error: bool = False, refused: bool = False) -> ToolResultPart:
+    return ToolResultPart(call_id, name, output, is_error=error or refused, refused=refused)
 
 
 def turn(prompt: str, steps: list[tuple[ToolCallPart, ToolResultPart | None]], answer: str) -> list[Message]:

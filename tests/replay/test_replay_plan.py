@@ -17,6 +17,8 @@ from shiro_kernel.replay.plan import (
     raised,
     replay_fields,
 )
+from shiro_kernel.tools import Effect, Tool
+from shiro_kernel.tools.base import schema
 from shiro_kernel.tools.python_tool import run_python
 
 NAME_ERROR = (
@@ -41,10 +43,10 @@ def test_each_kind_of_call():
             (call("c3", "read_file", path="a.csv"), result("c3", "read_file", "x,y")),
             (call("c4", "todo_write", todos=[]), result("c4", "todo_write", "ok")),
             (call("c5", "python", code="sales.sum()"), result("c5", "python", NAME_ERROR)),
-            (call("c6", "python", code="x = 2"), result("c6", "python", "Error: not approved — denied", True)),
+            (call("c6", "python", code="x = 2"), result("c6", "python", "Error: not approved — denied", refused=True)),
             (
                 call("c7", "write_file", path="r.md", content="hi"),
-                result("c7", "write_file", "Error: not approved", True),
+                result("c7", "write_file", "Error: not approved", refused=True),
             ),
             (call("c8", "shell", command="ls"), result("c8", "shell", "Error: timed out after 5 s", True)),
             (call("c9", "python", code="monthly = df + 1"), result("c9", "python", "(no output)")),
@@ -80,10 +82,8 @@ def test_the_other_changing_tools_stop_and_an_unknown_tool_counts_as_changing():
     mcp = turn("p", [(call("c", "mcp__db__query", sql="select 1"), result("c", "mcp__db__query", "1"))], "a")
     assert plan_from_messages(mcp).steps[0].action == STOP
 
-    class ReadOnly:
-        mutates = False
-
-    assert plan_from_messages(mcp, {"mcp__db__query": ReadOnly()}).steps[0].action == OMIT
+    read_only = Tool("mcp__db__query", "Query.", schema({}), lambda a, c: "1", effects=Effect.READS)
+    assert plan_from_messages(mcp, {"mcp__db__query": read_only}).steps[0].action == OMIT
 
 
 def test_a_call_left_waiting_for_approval_is_skipped():
@@ -112,10 +112,16 @@ def test_raised_reads_the_tool_s_own_tracebacks(tmp_path):
         InteractiveShell.clear_instance()
 
 
-def test_call_status_reads_is_error_and_the_refusal_text():
+def test_call_status_reads_the_result_s_fields_never_its_text():
     c = call("c", "python", code="x")
     assert call_status(c, result("c", "python", "2")) == ("ok", "")
-    assert call_status(c, result("c", "python", "Error: not approved — denied", True))[0] == "refused"
+    assert call_status(c, result("c", "python", "Error: not approved — denied", refused=True)) == (
+        "refused",
+        "not approved — denied",
+    )
+    # a failure (a server's own words) or an output that merely reads like a refusal is not one
+    assert call_status(c, result("c", "python", "Error: not approved — by the server", True))[0] == "error"
+    assert call_status(c, result("c", "python", "Error: not approved — printed")) == ("ok", "")
     assert call_status(c, result("c", "python", "Error: interrupted after 1.0 s", True)) == (
         "error",
         "interrupted after 1.0 s",

@@ -95,7 +95,10 @@ def test_a_call_that_now_raises_stops_the_replay_there(ip):
             PROMPT,
             [
                 ok("c1", "a = 1"),
-                (call("c2", "python", code="b = 2"), result("c2", "python", "Error: not approved — denied", True)),
+                (
+                    call("c2", "python", code="b = 2"),
+                    result("c2", "python", "Error: not approved — denied", refused=True),
+                ),
                 ok("c3", "total = sales.sum()"),
                 ok("c4", "after = 1"),
             ],
