@@ -37,8 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shiro_kernel.events import TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
-from shiro_kernel.numbers.claims import OutputIndex, check_turn, find_numbers
-from shiro_kernel.numbers.turn_check import LastAnswer
+from shiro_kernel.numbers.claims import find_numbers
+from shiro_kernel.numbers.tool_outputs import OutputIndex
+from shiro_kernel.numbers.turn_check import LastAnswer, check_turn
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 ISSUE_OUTPUT = "cocoa -0.151335, coffee 0.131417, tea 0.050296"

@@ -133,8 +133,8 @@ class BudgetReached:
 @dataclass
 class NumbersChecked:
     """The answer's numbers looked up in this turn's tool outputs (issue 28), sent just before
-    :class:`TurnEnd`: ``numbers`` is :func:`shiro_kernel.numbers.check_turn`'s list (``text``, ``found``,
-    ``call_id``, ``start``, ``end``, ``line``), offsets in the turn's last streamed text block."""
+    :class:`TurnEnd`: ``numbers`` is :func:`shiro_kernel.numbers.turn_check.check_turn`'s list (``text``,
+    ``found``, ``call_id``, ``start``, ``end``, ``line``), offsets in the turn's last streamed text block."""
 
     numbers: list[dict[str, Any]]
 

@@ -12,16 +12,10 @@ from cassettes import all_interactions
 from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
-from shiro_kernel.numbers.claims import (
-    OutputIndex,
-    anchor,
-    check_turn,
-    find_numbers,
-    html_text,
-    model_note,
-    not_found_line,
-    result_sources,
-)
+from shiro_kernel.numbers.claims import find_numbers
+from shiro_kernel.numbers.matching import anchor
+from shiro_kernel.numbers.tool_outputs import OutputIndex, html_text, result_sources
+from shiro_kernel.numbers.turn_check import check_turn, model_note, not_found_line
 from shiro_kernel.tools import Tool, ToolContext, all_tools, run_tool
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart

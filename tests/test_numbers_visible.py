@@ -12,7 +12,9 @@ from itertools import pairwise
 
 import pytest
 
-from shiro_kernel.numbers.claims import _INVISIBLE, check_turn, find_numbers, visible_text
+from shiro_kernel.numbers.claims import find_numbers
+from shiro_kernel.numbers.turn_check import check_turn
+from shiro_kernel.numbers.visible import _INVISIBLE, visible_text
 from shiro_kernel.transcript import ToolResultPart
 
 

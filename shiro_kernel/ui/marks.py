@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..numbers.claims import not_found_line
+from ..numbers.turn_check import not_found_line
 from .sanitize import inert_markdown, md_to_html
 
 MISSING = "⚠"

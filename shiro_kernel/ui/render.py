@@ -34,6 +34,7 @@ from ..events import (
     TurnEnd,
     Usage,
 )
+from ..numbers.answer import ends_block
 from ..text import first_line, one_line
 from . import marks, outputs
 from .money import budget_message, tokens
@@ -77,17 +78,8 @@ class TurnLog:
             return True
         if isinstance(event, ReasoningDelta):
             return False  # reasoning is not shown
-        if isinstance(event, ToolStart):
-            call = event.call
-            self.entries.append(
-                ToolRow(
-                    call.call_id,
-                    call.name,
-                    short_args(call.arguments),
-                    code=full_args(call.arguments),
-                    started=time.monotonic(),
-                )
-            )
+        if ends_block(event):  # the only entries that are not text; the answer's block ends here, as the check's
+            self.entries.append(_entry(event))
             return True
         if isinstance(event, ToolProgress):
             for row in reversed(self.entries):
@@ -107,17 +99,11 @@ class TurnLog:
                     row.change = dict(change) if isinstance(change, dict) else {}
                     break
             return True
-        if isinstance(event, Notice):
-            self.entries.append(event)
-            return True
         if isinstance(event, Recorded):
             self.replay = dict(event.fields)
             return False
         if isinstance(event, NumbersChecked):
             self.numbers = marks.aligned(self.answer, event.numbers)
-            return True
-        if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
-            self.entries.append(Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning"))
             return True
         if isinstance(event, TurnEnd):
             self.end = event
@@ -126,6 +112,7 @@ class TurnLog:
 
     @property
     def answer(self) -> str:
+        """The turn's answer: its last text entry (:mod:`shiro_kernel.numbers.answer`'s rule), '' when none."""
         texts = [e for e in self.entries if isinstance(e, str)]
         return texts[-1] if texts else ""
 
@@ -142,6 +129,23 @@ class TurnLog:
         """How a number's hover names its call: call id -> ``call 2 (python)``, counted in the turn."""
         rows = [e for e in self.entries if isinstance(e, ToolRow)]
         return {row.call_id: f"call {i} ({row.name})" for i, row in enumerate(rows, 1)}
+
+
+def _entry(event: ToolStart | Notice | BudgetReached) -> ToolRow | Notice:
+    """The log's entry for an event that ends a block of text (:func:`~shiro_kernel.numbers.answer.ends_block`):
+    a tool row, the notice, or the budget's line as a notice."""
+    if isinstance(event, ToolStart):
+        call = event.call
+        return ToolRow(
+            call.call_id,
+            call.name,
+            short_args(call.arguments),
+            code=full_args(call.arguments),
+            started=time.monotonic(),
+        )
+    if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
+        return Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning")
+    return event
 
 
 def short_args(arguments: str, limit: int = 80) -> str:

@@ -25,8 +25,8 @@ from shiro_kernel.events import (
     TurnEnd,
     Usage,
 )
-from shiro_kernel.numbers.claims import OutputIndex, check_turn
-from shiro_kernel.numbers.turn_check import TurnNumbers, call_inputs, for_turn
+from shiro_kernel.numbers.tool_outputs import OutputIndex
+from shiro_kernel.numbers.turn_check import TurnNumbers, call_inputs, check_turn, for_turn
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 from shiro_kernel.ui import marks
 from shiro_kernel.ui.marks import numbers_line
