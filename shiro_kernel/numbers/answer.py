@@ -2,9 +2,9 @@
 
 The views show a turn as a log of entries (:class:`~shiro_kernel.ui.render.TurnLog`, the saved bundle's
 ``entries``, the labextension): blocks of text, and between them an entry of another kind — a tool row
-(:class:`~.events.ToolStart`), a notice (:class:`~.events.Notice`), the budget's line
-(:class:`~.events.BudgetReached`). The answer is the last block of text, and the offsets of the check are
-offsets in it.
+(:class:`~shiro_kernel.events.ToolStart`), a notice (:class:`~shiro_kernel.events.Notice`), the budget's
+line (:class:`~shiro_kernel.events.BudgetReached`). The answer is the last block of text, and the offsets of
+the check are offsets in it.
 
 One rule for both sides, :func:`ends_block`: the log adds an entry of another kind for exactly these
 events, and the check (:class:`AnswerBlock`) starts a new block of text after them. A new kind of entry

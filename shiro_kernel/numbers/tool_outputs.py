@@ -10,7 +10,7 @@ values lie either side of a number (:meth:`OutputIndex.around`) and where a valu
 Integers of one or two digits in outputs are not read (row labels, parts of dates, counts: they would
 anchor a made-up "3 %" to the row labelled 3); "3.0" and "3%" are. Values are unsigned, as the answer's are.
 
-Pure: imports nothing of the project but :mod:`..transcript`; every scan is one regular expression pass.
+Pure: imports nothing of the project but :mod:`shiro_kernel.transcript`; every scan is one regular expression pass.
 """
 
 from __future__ import annotations

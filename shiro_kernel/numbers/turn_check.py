@@ -7,13 +7,13 @@ chose rather than found — those of the prompt and of its calls' arguments (``d
 :func:`model_note` the note for the model's next turn.
 
 Its seam with a live turn: :class:`TurnNumbers` is fed the turn's events as they happen — each
-:class:`~.events.ToolEnd`'s result parsed into an :class:`~.tool_outputs.OutputIndex` then (about 1 ms a
-call), its call's arguments kept as the turn's own inputs, the answer followed (:class:`~.answer.AnswerBlock`:
-the views' own rule, so the offsets of the result are offsets in the text the views mark) — and
-:meth:`TurnNumbers.check` at the end costs a few milliseconds however large the outputs were (parsing them
-then would cost ~80 ms per MB). :class:`LastAnswer` wires it between the agent and its turns, and keeps
-the note for the next one. :func:`for_turn` checks a turn from its messages instead (a recorded turn, a
-resumed one).
+:class:`~shiro_kernel.events.ToolEnd`'s result parsed into an :class:`~.tool_outputs.OutputIndex` then
+(about 1 ms a call), its call's arguments kept as the turn's own inputs, the answer followed
+(:class:`~.answer.AnswerBlock`: the views' own rule, so the offsets of the result are offsets in the text
+the views mark) — and :meth:`TurnNumbers.check` at the end costs a few milliseconds however large the
+outputs were (parsing them then would cost ~80 ms per MB). :class:`LastAnswer` wires it between the agent
+and its turns, and keeps the note for the next one. :func:`for_turn` checks a turn from its messages
+instead (a recorded turn, a resumed one).
 """
 
 from __future__ import annotations
