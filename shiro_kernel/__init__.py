@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+from .version import VERSION as __version__
+
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython: Any) -> None:

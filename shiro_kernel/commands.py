@@ -51,7 +51,7 @@ def _compact(agent: Agent, arg: str) -> str:
 
 def _clear(agent: Agent, arg: str) -> str:
     from .session import Session
-    from .store.ids import short_id
+    from .store.short_ids import short_id
 
     old = agent.session
     agent.switch_to(Session(notebook_path=old.notebook_path))
@@ -86,7 +86,7 @@ def _save(agent: Agent, arg: str) -> str:
 
 
 def _cost(agent: Agent, arg: str) -> str:
-    from .store.ids import short_id
+    from .store.short_ids import short_id
     from .ui.money import ESTIMATED, cost_line
 
     u = agent.session.usage

@@ -16,9 +16,9 @@ from .context import restart, rules
 from .errors import CorruptFile, RequestError, StoreError
 from .session import Session
 from .store.autosave import Autosaver
-from .store.ids import short_id
 from .store.live import Lease
 from .store.sessions import SessionStore
+from .store.short_ids import short_id
 from .ui.session_text import resumed_line
 
 

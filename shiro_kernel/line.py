@@ -1,8 +1,13 @@
-"""A ``%shiro`` line, parsed once: its options and its prompt, and what it asks for.
+"""A ``%shiro`` line: its one grammar, and the line parsed once — its options, its prompt, what it asks for.
 
-:func:`shiro_kernel.magics.parse_line` builds a :class:`Line`; the magic (a blocking turn) and the live
-controller (a background turn, a queued prompt) both act on it, and :attr:`Line.action` is the one place
-that decides what a line does:
+The grammar is :data:`OPTIONS`: the magic's help (``%shiro?``) is built from it, :func:`parse` reads a line
+with it, and a rerun of the notebook reads a saved cell's lines with it (:func:`prompt_of`), so the three
+never disagree. Options are read only at the start of the line; the rest is the prompt, kept exactly as typed
+(apostrophes, quotes, a trailing ``?``), which a shell-style split of the whole line would break. ``--`` ends
+the options.
+
+The magic (a blocking turn) and the live controller (a background turn, a queued prompt) both act on the
+parsed :class:`Line`, and :attr:`Line.action` is the one place that decides what a line does:
 
 * ``command`` — the prompt is a slash command (``/todos``);
 * ``turn`` — a prompt for the model;
@@ -14,10 +19,45 @@ that decides what a line does:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
+
+from .errors import RequestError
 
 Action = Literal["command", "turn", "switch", "flags", "empty"]
 GIVE_A_PROMPT = "give a prompt, e.g. %shiro what columns does df have?"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of ``%shiro``: its name, the :class:`Line` field it sets, and either a value it takes
+    (``takes``: its metavar) or the value it sets (``sets``, for a switch)."""
+
+    name: str
+    field: str
+    help: str
+    takes: str = ""
+    sets: Any = True
+
+
+#: the options of ``%shiro`` and ``%%shiro``, in the order ``%shiro?`` lists them
+OPTIONS: tuple[Option, ...] = (
+    Option("--wait", "wait", "block until the turn has ended (waits for a running or queued turn first)"),
+    Option("--new", "new", "start a fresh session"),
+    Option("-c", "cont", "continue the newest session of this notebook"),
+    Option("-r", "resume", "resume a session by id or unique prefix", takes="ID"),
+    Option(
+        "--no-memory",
+        "memory",
+        "no project notes or named memories for this session (--memory turns them back on)",
+        sets=False,
+    ),
+    Option("--memory", "memory", "turn memory back on after --no-memory"),
+    Option("--mute", "mute", "hide named memories for this session", takes="NAME[,NAME]"),
+    Option("--model", "model", "the model for this turn", takes="NAME"),
+    Option("--agent", "agent", "the agent variant for this turn (default, deep, or your own)", takes="NAME"),
+    Option("--again", "again", "ask the model, even where this cell's recorded turn would be replayed without it"),
+)
+_BY_NAME = {o.name: o for o in OPTIONS}
 
 
 @dataclass(frozen=True)
@@ -66,4 +106,45 @@ class Line:
         return replace(self, prompt=prompt)
 
 
-__all__ = ["GIVE_A_PROMPT", "Action", "Line"]
+def parse(text: str) -> Line:
+    """A ``%shiro`` line's argument as a :class:`Line`. Raises :class:`~shiro_kernel.errors.RequestError` (one
+    sentence) for an option the grammar does not know, or one that needs a value and has none."""
+    values: dict[str, Any] = {}
+    rest = text.strip()
+    while rest.startswith("-"):
+        token, _, tail = rest.partition(" ")
+        name, eq, attached = token.partition("=")
+        if token == "--":
+            rest = tail.lstrip()
+            break
+        option = _BY_NAME.get(name)
+        if option is None or (eq and not option.takes):
+            known = ", ".join(_BY_NAME)
+            raise RequestError(
+                f"unknown option {token!r} (known: {known}); put `--` before a prompt that starts with a dash"
+            )
+        rest = tail.lstrip()
+        if not option.takes:
+            values[option.field] = option.sets
+            continue
+        value = attached
+        if not eq:
+            value, _, rest = rest.partition(" ")
+            rest = rest.lstrip()
+        if not value:
+            raise RequestError(f"{name} needs a value, e.g. {name} {option.takes}")
+        values[option.field] = value
+    mute = tuple(n.strip() for n in values.pop("mute", "").split(",") if n.strip())
+    return Line(rest, mute=mute, **values)
+
+
+def prompt_of(text: str) -> str | None:
+    """The prompt of a ``%shiro`` line's argument (``--wait which region?`` → ``which region?``); '' for a line
+    that gives none; None for a line the magic would refuse."""
+    try:
+        return parse(text).prompt
+    except RequestError:
+        return None
+
+
+__all__ = ["GIVE_A_PROMPT", "OPTIONS", "Action", "Line", "Option", "parse", "prompt_of"]

@@ -1,8 +1,7 @@
 """``%shiro`` and ``%%shiro``: a thin skin that parses the line and hands it on.
 
-The options are declared once, with IPython's ``magic_arguments`` (``%shiro?`` shows the help generated
-from them). They are only read at the start of the line: the rest is the prompt, kept exactly as typed
-(apostrophes, quotes, a trailing ``?``), which a shell-style split of the whole line would break.
+The line's grammar is :mod:`shiro_kernel.line`'s; ``%shiro?`` shows the help built from it with IPython's
+``magic_arguments``.
 
 A turn runs in the background with a live view when a widget frontend is connected
 (:class:`~shiro_kernel.ui.live.LiveController`), else on this thread
@@ -41,86 +40,37 @@ if TYPE_CHECKING:
 
 
 def _declare(fn: Any) -> Any:
-    """The options of ``%shiro`` and ``%%shiro``, in one place (applied by :func:`options_parser`)."""
+    """``%shiro``'s options as IPython's ``magic_arguments`` (for the help ``%shiro?`` shows), from the one grammar
+    of the line (:data:`shiro_kernel.line.OPTIONS`)."""
     from IPython.core.magic_arguments import argument, magic_arguments
 
-    for decorator in reversed(
-        [
-            magic_arguments(),
-            argument(
-                "--wait",
-                action="store_true",
-                help="block until the turn has ended (waits for a running or queued turn first)",
-            ),
-            argument("--new", action="store_true", help="start a fresh session"),
-            argument("-c", dest="cont", action="store_true", help="continue the newest session of this notebook"),
-            argument("-r", dest="resume", metavar="ID", help="resume a session by id or unique prefix"),
-            argument(
-                "--no-memory",
-                dest="no_memory",
-                action="store_true",
-                help="no project notes or named memories for this session (--memory turns them back on)",
-            ),
-            argument("--memory", dest="memory_on", action="store_true", help="turn memory back on after --no-memory"),
-            argument("--mute", metavar="NAME[,NAME]", help="hide named memories for this session"),
-            argument("--model", metavar="NAME", help="the model for this turn"),
-            argument("--agent", metavar="NAME", help="the agent variant for this turn (default, deep, or your own)"),
-            argument(
-                "--again",
-                action="store_true",
-                help="ask the model, even where this cell's recorded turn would be replayed without it",
-            ),
-            argument("prompt", nargs="*", help="the prompt (it may end in '?'), or a slash command: /help lists them"),
-        ]
-    ):
+    from .line import OPTIONS
+
+    declared: list[Any] = [magic_arguments()]
+    for option in OPTIONS:
+        dest = option.name.lstrip("-").replace("-", "_")
+        if option.takes:
+            declared.append(argument(option.name, dest=dest, metavar=option.takes, help=option.help))
+        else:
+            declared.append(argument(option.name, dest=dest, action="store_true", help=option.help))
+    declared.append(
+        argument("prompt", nargs="*", help="the prompt (it may end in '?'), or a slash command: /help lists them")
+    )
+    for decorator in reversed(declared):
         fn = decorator(fn)
     return fn
 
 
-def parse_line(line: str, parser: Any = None) -> Line:
-    """Split the leading options (as ``parser`` declares them; default: ``%shiro``'s) from the prompt; the
-    prompt keeps its own spacing and quotes. ``--`` ends the options. The line module is imported here, on
-    the first ``%shiro``, not at ``%load_ext`` (creating its dataclass costs ~1 ms)."""
-    from .line import Line
+def parse_line(line: str) -> Line:
+    """The line as the magic reads it (:func:`shiro_kernel.line.parse`); a line it refuses is one ``UsageError``.
+    The line module is imported here, on the first ``%shiro``, not at ``%load_ext``."""
+    from .errors import RequestError
+    from .line import parse
 
-    parser = parser or options_parser()
-    takes_value = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
-    tokens: list[str] = []
-    rest = line.strip()
-    while rest.startswith("-"):
-        token, _, tail = rest.partition(" ")
-        name = token.split("=", 1)[0]
-        if token == "--":
-            rest = tail.lstrip()
-            break
-        if name not in takes_value:
-            known = ", ".join(s for s in takes_value if s not in ("-h", "--help"))
-            raise UsageError(
-                f"%shiro: unknown option {token!r} (known: {known}); put `--` before a prompt that starts with a dash"
-            )
-        tokens.append(token)
-        rest = tail.lstrip()
-        if takes_value[name] and "=" not in token:
-            value, _, rest = rest.partition(" ")
-            if not value:
-                raise UsageError(f"%shiro: {name} needs a value, e.g. {name} NAME")
-            tokens.append(value)
-            rest = rest.lstrip()
-    o = vars(parser.parse_args(tokens))
-    mute = tuple(n.strip() for n in (o.get("mute") or "").split(",") if n.strip())
-    memory = False if o.get("no_memory") else True if o.get("memory_on") else None
-    return Line(
-        rest,
-        wait=bool(o.get("wait")),
-        new=bool(o.get("new")),
-        cont=bool(o.get("cont")),
-        resume=o.get("resume"),
-        memory=memory,
-        mute=mute,
-        model=o.get("model"),
-        agent=o.get("agent"),
-        again=bool(o.get("again")),
-    )
+    try:
+        return parse(line)
+    except RequestError as exc:
+        raise UsageError(f"%shiro: {exc}") from None
 
 
 _HELP_TAIL = """
@@ -257,7 +207,7 @@ class ShiroMagics(Magics):
         refused because the notebook is not trusted), False to ask the model."""
         from .events import Recorded, TurnEnd, Usage
         from .replay.cell import Refused, replay_cell
-        from .store.ids import short_id
+        from .store.short_ids import short_id
         from .ui.kernel import has_frontend
         from .ui.text_view import TextView
 
@@ -348,10 +298,10 @@ _parser: Any = None
 
 
 def options_parser() -> Any:
-    """The parser of ``%shiro``'s options, built on first use: by the warm-up thread, the first cell that
-    names ``shiro`` (a ``%shiro`` line, ``%shiro?``, ``%pinfo %shiro``), whichever comes first. Building
-    it also writes the help ``%shiro?`` shows (the options, the slash commands): argparse and its
-    translations cost ~3 ms, more than the rest of ``%load_ext``, so they are not paid at load."""
+    """The help of ``%shiro``'s options, built on first use: by the warm-up thread, the first cell that names
+    ``shiro`` (a ``%shiro`` line, ``%shiro?``, ``%pinfo %shiro``), whichever comes first. Building it writes the
+    help ``%shiro?`` shows (the options, the slash commands): argparse and its translations cost ~3 ms, more
+    than the rest of ``%load_ext``, so they are not paid at load. Lines are parsed without it."""
     global _parser
     if _parser is None:
         with _BUILDING:
@@ -365,10 +315,10 @@ def options_parser() -> Any:
 
 
 def warm_options() -> None:
-    """For the warm-up thread: build the parser and parse a typical line a few times (argparse's first
-    parses run cold code: ~0.2 ms of the first ``%shiro``). Pure: no state is touched."""
-    for _ in range(3):
-        parse_line("--wait hi")
+    """For the warm-up thread: build the help and parse a typical line (the line module's import). Pure: no
+    state is touched."""
+    options_parser()
+    parse_line("--wait hi")
 
 
 # -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------

@@ -56,16 +56,16 @@ def read_saved(path: str | os.PathLike[str]) -> dict[str, Any]:
     export. Raises :class:`RequestError` with one line — ``no notebook at …`` or ``cannot read …: why`` — for a
     file that is missing, not a notebook, or nested too deeply (a 100,000-deep one overflows the JSON parser's
     recursion; a 500-deep one parses but would overflow the copies and nbformat's checks later)."""
-    from .context.cells import read_notebook
+    from .context.cells import TooDeep, read_notebook
 
     try:
         nb = read_notebook(Path(path))
     except FileNotFoundError:
         raise RequestError(f"no notebook at {path}") from None
+    except TooDeep:
+        raise RequestError(f"cannot read {path}: {TOO_DEEP}") from None
     except (OSError, ValueError) as exc:
         raise RequestError(f"cannot read {path}: {exc}") from None
-    except RecursionError:
-        raise RequestError(f"cannot read {path}: {TOO_DEEP}") from None
     if _deeper_than(nb, MAX_DEPTH):
         raise RequestError(f"cannot read {path}: {TOO_DEEP}")
     return nb

@@ -671,7 +671,7 @@ def test_a_full_disk_never_gets_a_false_saved_and_nothing_is_lost_once_there_is_
 
 
 def test_a_record_cut_short_is_set_aside_and_the_cell_says_so(shiro_shell, fake_openai, capsys, tmp_path):
-    from shiro_kernel.store.ids import short_id
+    from shiro_kernel.store.short_ids import short_id
 
     home = Path(os.environ["SHIRO_HOME"])
     store = SessionStore(home / "sessions")

@@ -8,7 +8,7 @@
     shiro export NOTEBOOK          a plain notebook without shiro_kernel (:mod:`.notebooks`)
     shiro check NOTEBOOK           does it reproduce in a fresh kernel? (exit 1 when not)
 
-Each subcommand is a :class:`Command`: ``add_arguments(parser)`` declares its options and ``run(args)``
+Each subcommand is a :class:`~.command.Command`: ``add_arguments(parser)`` declares its options and ``run(args)``
 prints to stdout and returns the exit code. A :class:`~shiro_kernel.errors.ShiroError` from any of them
 becomes one line on stderr, ``shiro: <sentence>``, and exit code 1 — here, in :func:`main`, only.
 """
@@ -17,19 +17,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from .. import __version__
 from ..errors import ShiroError
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
+from ..version import VERSION
+from .command import Command
 
 
 def commands() -> list[Command]:
@@ -41,7 +32,7 @@ def commands() -> list[Command]:
 
 def build_parser(table: list[Command] | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = argparse.ArgumentParser(prog="shiro", description="shiro_kernel: the %shiro notebook agent's stores.")
-    parser.add_argument("--version", action="version", version=f"shiro_kernel {__version__}")
+    parser.add_argument("--version", action="version", version=f"shiro_kernel {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     by_name: dict[str, Command] = {}
     for command in table if table is not None else commands():

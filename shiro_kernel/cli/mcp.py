@@ -15,7 +15,7 @@ from ..errors import RequestError
 from ..mcp.config import McpConfigError, ServerConfig, load_config
 from ..mcp.consent import ALLOWED, CHANGED, ConsentStore
 from ..store.paths import project_root
-from . import Command
+from .command import Command
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ from ..memory.named import MemoryStore
 from ..memory.notes import STALE_DAYS, NoteStore, list_line
 from ..store import paths
 from ..tools.memory_tools import read_result
-from . import Command
+from .command import Command
 
 
 def _root(args: argparse.Namespace) -> Path:

@@ -17,7 +17,7 @@ import sys
 
 from ..errors import RequestError
 from ..ui.sanitize import plain_text
-from . import Command
+from .command import Command
 
 USAGE = 2
 

@@ -20,7 +20,7 @@ from ..transcript import (
     messages_from_json,
 )
 from ..ui.session_text import format_rows, plural
-from . import Command
+from .command import Command
 
 
 def _sessions_arguments(parser: argparse.ArgumentParser) -> None:

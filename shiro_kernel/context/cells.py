@@ -84,6 +84,10 @@ def read_notebook_shared(path: Path) -> dict[str, Any]:
     return nb
 
 
+class TooDeep(ValueError):
+    """A file nested too deeply for the JSON parser: no notebook (a ``ValueError`` like any unreadable one)."""
+
+
 def read_notebook(path: Path) -> dict[str, Any]:
     """The notebook at ``path`` as a v4 dict, for showing its cells. Read as plain JSON, not with
     ``nbformat.read``: that validates against the schema (~2 s on its first call, the validator's import)
@@ -98,7 +102,7 @@ def read_notebook(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ValueError("it is not UTF-8 text") from None
     except RecursionError:  # a file nested 100,000 deep: no notebook, and never a traceback
-        raise ValueError("it is nested too deeply to be a notebook") from None
+        raise TooDeep("it is nested too deeply to be a notebook") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"it is not a notebook (a JSON {type(loaded).__name__}, not an object)")
     nb: dict[str, Any] = loaded

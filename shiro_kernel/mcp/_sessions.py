@@ -158,7 +158,7 @@ class SessionHost:
         import mcp_types
         from mcp import Client
 
-        from .. import __version__
+        from ..version import VERSION
 
         def on_eof() -> None:
             if entry.stop_requested:
@@ -186,7 +186,7 @@ class SessionHost:
                 mode=self.protocol,
                 cache=None,
                 message_handler=on_message,
-                client_info=mcp_types.Implementation(name="shiro-kernel", version=__version__),
+                client_info=mcp_types.Implementation(name="shiro-kernel", version=VERSION),
             )
             await stack.enter_async_context(client)
             tools = await _list_tools(client)

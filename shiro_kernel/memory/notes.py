@@ -283,9 +283,9 @@ class NoteStore:
 
 def source_line(source: Any) -> str:
     """``  — from 0193ab2c · analysis.ipynb cell 4 · a1b2c3d``: session (as ``%shiro -r`` takes it:
-    :func:`~shiro_kernel.store.ids.short_id`), notebook file name and cell (execution count), git commit (7);
+    :func:`~shiro_kernel.store.short_ids.short_id`), notebook file name and cell (execution count), git commit (7);
     '' when nothing is known."""
-    from ..store.ids import short_id
+    from ..store.short_ids import short_id
 
     if not isinstance(source, dict):
         return ""

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..events import Event, Notice, TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
-from ..store.ids import short_id
+from ..store.short_ids import short_id
 from ..transcript import ToolCallPart, ToolResultPart
 from .plan import OMIT, RUN, SKIP, STOP, Plan, Step, call_status
 from .trust import again_hint

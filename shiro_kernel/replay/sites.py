@@ -2,7 +2,7 @@
 
 A *turn site* is a ``%shiro PROMPT`` line or a ``%%shiro`` cell with a prompt (not a slash command, not a
 line that only switches sessions or memory). Its prompt is what the magic receives, read the way the magic
-reads it (:func:`shiro_kernel.magics.parse_line`: options at the start, the rest kept as typed; a
+reads it (the one grammar of :mod:`shiro_kernel.line`: options at the start, the rest kept as typed; a
 ``%%shiro`` cell's prompt is its line's prompt and its body). Its **ordinal** is its rank among the
 notebook's turn sites *with the same prompt*, from 0: inserting or deleting a ``%shiro`` cell with another
 prompt does not change it, and a kernel running the cells in order (nbclient, papermill, which send no cell
@@ -18,48 +18,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..line import prompt_of
+
 TURN, COMMAND, SETUP = "turn", "command", "setup"
 
 _LINE_MAGIC = re.compile(r"^\s*%shiro(?:\s+(.*?))?\s*$")
 _CELL_MAGIC = re.compile(r"^\s*%%shiro(?:\s+(.*?))?\s*$")
 _SETUP = re.compile(r"^\s*(?:%(?:load_ext|reload_ext|unload_ext)\s+shiro_kernel\s*$|%config\s+Shiro\b|%env\s+SHIRO_)")
-#: options the magic knows, beyond those its parser declares (added by the integration of replay)
-_EXTRA_FLAGS = ("--again",)
-
-
-def _takes_value() -> dict[str, bool]:
-    from ..magics import options_parser
-
-    parser = options_parser()
-    table = {s: action.nargs != 0 for action in parser._actions for s in action.option_strings}
-    for flag in _EXTRA_FLAGS:
-        table.setdefault(flag, False)
-    return table
-
-
-def line_prompt(line: str) -> str | None:
-    """The prompt of a ``%shiro`` line's argument (``--wait which region?`` → ``which region?``); '' for a
-    line that gives none; None for options the magic would refuse."""
-    table = _takes_value()
-    rest = line.strip()
-    while rest.startswith("-"):
-        token, _, tail = rest.partition(" ")
-        name = token.split("=", 1)[0]
-        if token == "--":
-            return tail.strip()
-        if name not in table:
-            return None
-        rest = tail.lstrip()
-        if table[name] and "=" not in token:
-            value, _, rest = rest.partition(" ")
-            if not value:
-                return None
-            rest = rest.lstrip()
-    return rest
 
 
 @dataclass(frozen=True)
-class Line:
+class CellLine:
     """One shiro line of a cell: ``kind`` is ``turn``, ``command`` or ``setup``; a turn has its prompt. A
     ``%%shiro`` cell is one line covering the whole cell (``whole``)."""
 
@@ -76,7 +45,7 @@ def source_text(source: Any) -> str:
     return source if isinstance(source, str) else ""
 
 
-def shiro_lines(source: str) -> list[Line]:
+def shiro_lines(source: str) -> list[CellLine]:
     """The shiro lines of one code cell's source, in order."""
     lines = source.splitlines()
     first = next((n for n, line in enumerate(lines) if line.strip()), None)
@@ -84,26 +53,26 @@ def shiro_lines(source: str) -> list[Line]:
         return []
     head = _CELL_MAGIC.match(lines[first])  # IPython drops leading blank lines before a cell magic
     if head is not None:
-        prompt = line_prompt(head.group(1) or "")
+        prompt = prompt_of(head.group(1) or "")
         if prompt is None:
-            return [Line(first, COMMAND, whole=True)]
+            return [CellLine(first, COMMAND, whole=True)]
         body = "\n".join(lines[first + 1 :]).strip()
         prompt = "\n".join(p for p in (prompt, body) if p)
         kind = TURN if prompt and not prompt.startswith("/") else COMMAND
-        return [Line(first, kind, prompt if kind == TURN else "", whole=True)]
+        return [CellLine(first, kind, prompt if kind == TURN else "", whole=True)]
     out = []
     for number, line in enumerate(lines):
         if _SETUP.match(line):
-            out.append(Line(number, SETUP))
+            out.append(CellLine(number, SETUP))
             continue
         match = _LINE_MAGIC.match(line)
         if match is None:
             continue
-        prompt = line_prompt(match.group(1) or "")
+        prompt = prompt_of(match.group(1) or "")
         if prompt and not prompt.startswith("/"):
-            out.append(Line(number, TURN, prompt))
+            out.append(CellLine(number, TURN, prompt))
         else:
-            out.append(Line(number, COMMAND))
+            out.append(CellLine(number, COMMAND))
     return out
 
 
@@ -172,10 +141,9 @@ __all__ = [
     "COMMAND",
     "SETUP",
     "TURN",
-    "Line",
+    "CellLine",
     "Ordinals",
     "Site",
-    "line_prompt",
     "notebook_sites",
     "ordinal_in",
     "shiro_lines",

@@ -37,11 +37,12 @@ from ..errors import Ambiguous, CorruptFile, RequestError, StoreError
 from ..session import Session
 from ..transcript import Message
 from . import files
-from .ids import MIN_SHORT_ID, install_shortener, now_iso, short_id, shown_id, uuid7
+from .ids import now_iso, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
 from .live import Busy, Lease, claim
 from .paths import home
 from .records import check_record, session_from_record, session_to_record
+from .short_ids import MIN_SHORT_ID, install_shortener, short_id, shown_id
 
 LIST_LIMIT = 15
 
@@ -112,7 +113,7 @@ class SessionStore:
 
     def short_id(self, session_id: str) -> str:
         """The id as shown: its shortest prefix unique among this folder's sessions, never under 8 characters
-        (:func:`~shiro_kernel.store.ids.short_id` is this for the home's sessions folder)."""
+        (:func:`~shiro_kernel.store.short_ids.short_id` is this for the home's sessions folder)."""
         return shown_id(self.root, session_id)
 
     def path_for(self, session_id: str) -> Path:

@@ -1,6 +1,6 @@
 """The lines a user reads about sessions: ``/sessions`` rows, the one ``resumed …`` line, the footer.
 
-Session ids are shown as :func:`~shiro_kernel.store.ids.short_id`: the shortest prefix unique among this
+Session ids are shown as :func:`~shiro_kernel.store.short_ids.short_id`: the shortest prefix unique among this
 home's sessions, in whole groups and never under 8 characters (``0193ab2c``; ``0193ab2c-1f2a`` for a session
 started in the last minute, which a later one of that minute cannot share).
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..session import Session
-from ..store.ids import short_id
 from ..store.index import SessionInfo
 from ..store.records import title_of
+from ..store.short_ids import short_id
 from ..text import one_line
 
 FAREWELL_TITLE = 52

@@ -15,7 +15,7 @@ from ..context.measure import percent
 from ..context.meter import meter_of
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
-from ..store.ids import short_id
+from ..store.short_ids import short_id
 from .render import (
     TURN_MIME,
     Throttle,

@@ -31,11 +31,15 @@ def env(monkeypatch, fake_openai):
 
 
 def provider_for(fake, *, store=True, model="gpt-5-mini", api="responses", stream=True):
-    return Provider(
+    provider = Provider(
         ProviderSettings(
             model=model, api=api, base_url=fake.base_url, store=store, stream=stream, max_retries=0, timeout_s=10.0
         )
     )
+    # these sessions were answered by a server that keeps items (the fake, as OpenAI: its answers said
+    # "store": true), so their history refers to stored items by id
+    provider.profile.keeps_state = True
+    return provider
 
 
 def make_turn(fake, tmp_path, *, session=None, events=None, provider=None, **options):

@@ -14,9 +14,10 @@ from typing import Any
 
 from IPython.display import display
 
+from shiro_kernel.line import prompt_of as line_prompt
 from shiro_kernel.magics import claim_question_lines
 from shiro_kernel.replay.cell import Refused, replay_cell
-from shiro_kernel.replay.sites import Ordinals, line_prompt
+from shiro_kernel.replay.sites import Ordinals
 from shiro_kernel.store.paths import notebook_path
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.ui.render import TURN_MIME, TurnLog, to_bundle_json, to_markdown, to_text

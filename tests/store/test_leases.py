@@ -20,8 +20,8 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.session import Session
 from shiro_kernel.store import live
 from shiro_kernel.store.autosave import Autosaver
-from shiro_kernel.store.ids import short_id
 from shiro_kernel.store.sessions import SessionStore
+from shiro_kernel.store.short_ids import short_id
 from shiro_kernel.transcript import Message, TextPart
 
 

@@ -221,7 +221,8 @@ def test_resolve_exact_unique_prefix_ambiguous_unknown(store: SessionStore) -> N
 
 
 def test_shown_ids_are_whole_groups_unique_here_and_never_under_8(store: SessionStore) -> None:
-    from shiro_kernel.store.ids import shown_length, still_open, uuid7
+    from shiro_kernel.store.ids import uuid7
+    from shiro_kernel.store.short_ids import shown_length, still_open
 
     old = [f"0193ab2c-{n:04x}-7000-8000-00000000000{n}" for n in (1, 2)]  # same 65 s window, long ago
     alone = "0193ff00-0000-7000-8000-000000000009"
@@ -245,7 +246,7 @@ def test_shown_ids_are_whole_groups_unique_here_and_never_under_8(store: Session
 
 
 def test_a_broken_home_still_shows_ids(tmp_path: Path) -> None:
-    from shiro_kernel.store.ids import shown_id
+    from shiro_kernel.store.short_ids import shown_id
 
     (tmp_path / "sessions").write_text("not a folder")  # SHIRO_HOME/sessions is a file: no error from showing
     assert shown_id(tmp_path / "sessions", "0193ab2c-0001-7000-8000-000000000001") == "0193ab2c"
