@@ -12,7 +12,7 @@ from shiro_kernel.events import BudgetReached, Notice, TurnEnd, Usage
 from shiro_kernel.prepare import Frontend
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Tool, ToolContext
+from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions
 from shiro_kernel.ui.money import budget_message
@@ -20,7 +20,11 @@ from shiro_kernel.ui.money import budget_message
 KEY = "sk-test-budget-0000"
 TOOLS = {
     "add": Tool(
-        "add", "Add.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), lambda a, c: str(a["a"] + a["b"])
+        "add",
+        "Add.",
+        schema({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        lambda a, c: str(a["a"] + a["b"]),
+        effects=Effect.READS,
     )
 }
 BIG = (100_000, 10_000)  # gpt-4o: 0.25 + 0.10 = $0.35 per step

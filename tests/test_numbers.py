@@ -16,7 +16,7 @@ from shiro_kernel.numbers.claims import find_numbers
 from shiro_kernel.numbers.matching import anchor
 from shiro_kernel.numbers.tool_outputs import OutputIndex, html_text, result_sources
 from shiro_kernel.numbers.turn_check import check_turn, model_note, not_found_line
-from shiro_kernel.tools import Tool, ToolContext, all_tools, run_tool
+from shiro_kernel.tools import Effect, Tool, ToolContext, all_tools, run_tool
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 
@@ -51,7 +51,13 @@ def shell(monkeypatch, tmp_path):
 def call(shell):
     """Run one tool call for real (the project's tools, and the scenario tests' ``add`` of tests/turnutil.py)
     in a shell working in the repository root: ``call(call_id, name, args) -> ToolResultPart``."""
-    add = Tool("add", "Add two integers.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), _add)
+    add = Tool(
+        "add",
+        "Add two integers.",
+        schema({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        _add,
+        effects=Effect.READS,
+    )
     tools = {**all_tools(), "add": add}
     ctx = ToolContext(root=ROOT, shell=shell)
 

@@ -16,7 +16,7 @@ from shiro_kernel.context.rules import pending_calls
 from shiro_kernel.events import Notice, TextDelta, ToolEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Tool, ToolContext
+from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 from shiro_kernel.turn import Turn, TurnOptions
@@ -150,7 +150,7 @@ def test_kernel_interrupt_inside_a_tool(env, tmp_path):
     def interrupt(args, ctx):
         raise KeyboardInterrupt
 
-    tools = dict(TOOLS, stop=Tool("stop", "Interrupts.", schema({}), interrupt))
+    tools = dict(TOOLS, stop=Tool("stop", "Interrupts.", schema({}), interrupt, effects=Effect.READS))
     env.enqueue(Reply(tool_calls=[Call("stop", {}), Call("add", {"a": 1, "b": 1})]))
     turn = make_turn(env, tmp_path)
     turn.tools = tools

@@ -133,7 +133,10 @@ def test_stop_between_steps_leaves_every_call_answered(tmp_path):
     model = FakeModel().enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2}), Call("add", {"a": 3, "b": 4})]))
     t = turn(model, tmp_path, [])
     t.abort = abort
-    t.tools = {**TOOLS, "add": TOOLS["add"].__class__("add", "", TOOLS["add"].parameters, stop_after)}
+    t.tools = {
+        **TOOLS,
+        "add": TOOLS["add"].__class__("add", "", TOOLS["add"].parameters, stop_after, TOOLS["add"].effects),
+    }
     assert t.run("go").reason == "aborted"
     results = [p for p in t.session.messages[-1].parts if isinstance(p, ToolResultPart)]
     assert [r.output for r in results] == [

@@ -28,9 +28,15 @@ def _crash(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 TOOLS = {
-    "add": Tool("add", "Add two integers.", schema({"a": {"type": "integer"}, "b": {"type": "integer"}}), _add),
-    "fail": Tool("fail", "Always fails.", schema({}), _fail),
-    "crash": Tool("crash", "Has a bug.", schema({}), _crash),
+    "add": Tool(
+        "add",
+        "Add two integers.",
+        schema({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+        _add,
+        effects=Effect.READS,
+    ),
+    "fail": Tool("fail", "Always fails.", schema({}), _fail, effects=Effect.READS),
+    "crash": Tool("crash", "Has a bug.", schema({}), _crash, effects=Effect.READS),
     "write": Tool(
         "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", effects=Effect.FILES
     ),

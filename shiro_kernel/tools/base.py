@@ -175,8 +175,9 @@ class Tool:
     description: str
     parameters: dict[str, Any]  # JSON Schema (object); strict-compatible: every property required
     run: Callable[[dict[str, Any], ToolContext], str | ToolOutput]
-    #: what its calls change; the default is for a tool that only reads (a tool that changes anything says so)
-    effects: Effect = Effect.READS
+    #: what its calls change: every tool says it, a reading one too (no default: a tool that forgot would be
+    #: taken for one that changes nothing and run without asking)
+    effects: Effect
     #: False for tools that never touch the kernel's namespace or shell (an MCP server's): a background turn
     #: runs them on its own thread, so the kernel stays responsive and Stop reaches them at once
     kernel_thread: bool = True

@@ -15,7 +15,7 @@ from turnutil import KEY
 from shiro_kernel.events import Notice
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Tool, ToolContext
+from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ReasoningPart
 from shiro_kernel.turn import Turn, TurnOptions
@@ -42,7 +42,7 @@ def tools(fake):
         fake.validate = (n + 1) % SAMPLE == 0 or n >= STEPS - 3  # for the request after this result
         return f"echo {n}\n" + "payload line\n" * 4
 
-    return {"echo": Tool("echo", "Echo a number back.", schema({"n": {"type": "integer"}}), echo)}
+    return {"echo": Tool("echo", "Echo a number back.", schema({"n": {"type": "integer"}}), echo, effects=Effect.READS)}
 
 
 @pytest.fixture

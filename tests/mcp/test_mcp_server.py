@@ -73,9 +73,12 @@ class Kernel:
                 "List variables.",
                 schema({"names": {"type": "array", "items": {"type": "string"}}}, optional=("names",)),
                 inspect,
+                effects=Effect.READS,
             ),
-            "grep": Tool("grep", "Search files.", schema({"pattern": {"type": "string"}}), grep),
-            "notebook_read": Tool("notebook_read", "Read the notebook.", schema({}), notebook_read),
+            "grep": Tool("grep", "Search files.", schema({"pattern": {"type": "string"}}), grep, effects=Effect.READS),
+            "notebook_read": Tool(
+                "notebook_read", "Read the notebook.", schema({}), notebook_read, effects=Effect.READS
+            ),
             "shell": Tool(
                 "shell",
                 "Run a shell command.",

@@ -155,10 +155,16 @@ def test_notebook_read_attaches_a_cells_plot_when_asked(tmp_path):
 
 # -- the model's copy: downscaled, stored by hash, kept out of the record ---------------------------
 def test_images_are_downscaled_stored_by_hash_and_referenced_from_the_record(tmp_path):
-    from shiro_kernel.tools.base import Image, Tool, ToolOutput, schema
+    from shiro_kernel.tools.base import Effect, Image, Tool, ToolOutput, schema
 
     big = png_of(2400, 1600)
-    tool = Tool("pic", "a picture", schema({}), lambda args, ctx: ToolOutput("a picture", [Image(big, "image/png")]))
+    tool = Tool(
+        "pic",
+        "a picture",
+        schema({}),
+        lambda args, ctx: ToolOutput("a picture", [Image(big, "image/png")]),
+        effects=Effect.READS,
+    )
     part = run_tool({"pic": tool}, ToolCallPart("c", "pic", "{}"), ToolContext(root=tmp_path))
     ref = part.images[0]
     assert (ref.width, ref.height) == (1024, 683)
