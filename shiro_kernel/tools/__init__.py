@@ -2,10 +2,9 @@
 of :class:`Tool`, each declaring its :class:`Effect`), found by :func:`all_tools` with no list to edit.
 
 The order the model sees them in is stable (the prompt's tool list is byte-stable across turns and kernels):
-each module's ``TOOLS`` in their order, the modules in the order of their names (``cells``, ``check_tool``,
-``files``, ``inspect_tool``, ``memory_tools``, ``notebook``, ``python_tool``, ``shell_tool``, ``tasks_tool``).
-A module without ``TOOLS`` (``base``, ``displays``) is a helper. Two tools with one name are a mistake, said
-at once.
+each module's ``TOOLS`` in their order, the modules in the order of their names — one rule, so a new file
+needs no place picked for it. A module without ``TOOLS`` (``base``, ``displays``) is a helper. Two tools with
+one name are a mistake, said at once.
 """
 
 from __future__ import annotations

@@ -111,6 +111,21 @@ def test_a_new_tool_is_one_file_found_with_no_list_edited(new_tool):
     assert "python" in tools and "notebook_edit" in tools
 
 
+def test_two_tools_of_one_name_are_said_at_once(new_tool, tmp_path):
+    (tmp_path / "more_tools" / "zz_twice.py").write_text(
+        "from shiro_kernel.tools.base import Effect, Tool, schema\n"
+        "TOOLS = [Tool('zz_reads', 'Again.', schema({}), lambda a, c: '', effects=Effect.READS)]\n",
+        encoding="utf-8",
+    )
+    try:
+        with pytest.raises(
+            ValueError, match="two tools are named 'zz_reads' \\(the second in shiro_kernel.tools.zz_twice\\)"
+        ):
+            all_tools()
+    finally:
+        sys.modules.pop(f"{package.__name__}.zz_twice", None)
+
+
 def test_a_tool_declares_at_least_one_effect():
     with pytest.raises(ValueError, match="declares no effect"):
         Tool("nothing", "Does nothing.", schema({}), lambda a, c: "", effects=Effect(0))
