@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from frontend import Cell, FrontEnd
 from IPython.utils.capture import capture_output
 from turnutil import TOOLS, make_turn
@@ -191,6 +192,15 @@ def test_a_turn_asks_and_refuses_as_the_effects_say_and_refused_is_saved(new_too
     assert asked == ([n for n in NEW if n in ASKED] if policy == "ask" else [])
     refused = ASKED if policy == "ask" else CHANGING
     results = {r.name: r for m in t.session.messages for r in m.tool_results()}
+    ran = {n for n in refused if not results[n].refused}  # a call its effect says is refused, run anyway
+    record(
+        f'security: a tool added as one new file, under "{policy}"' + (" (the user denies)" if policy == "ask" else ""),
+        len(refused),
+        len(ran),
+        "its NAMESPACE, FILES and OUTSIDE tools asked and refused, the REVIEW one left to its notebook review"
+        if policy == "ask"
+        else "every tool that changes something refused (NAMESPACE, FILES, OUTSIDE, REVIEW); the READS one ran",
+    )
     assert {n for n, r in results.items() if r.refused} == refused
     assert results["zz_reads"].output == "done" and not results["zz_reads"].is_error
     if policy == "ask":  # a review tool is not asked before it runs: it asks in the notebook (none here)
