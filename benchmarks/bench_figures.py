@@ -97,7 +97,7 @@ def session_rows(shell: InteractiveShell) -> list[tuple[str, str]]:
                     provider,
                     all_tools(),
                     ToolContext(root=ROOT, shell=shell),
-                    lambda: "",
+                    "",
                     TurnOptions(approval="auto", max_steps=40),
                 ).run("plot every step")
                 sizes = [len(r.raw) for r in fake.requests]

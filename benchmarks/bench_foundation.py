@@ -114,7 +114,7 @@ def bench_turns(fake: FakeOpenAI, repeat: int = 30) -> list[tuple[str, str]]:
                 provider,
                 tools,
                 ToolContext(root=ROOT),
-                lambda: "You are a test.",
+                "You are a test.",
                 TurnOptions(approval="auto"),
             ).run("what is the mean?")
 

@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shiro_kernel.events import TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
+from shiro_kernel.events import Pipe, TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
 from shiro_kernel.numbers.claims import find_numbers
 from shiro_kernel.numbers.tool_outputs import OutputIndex
 from shiro_kernel.numbers.turn_check import LastAnswer, check_turn
@@ -196,13 +196,13 @@ def wiring_per_event(text: str) -> None:
 
         def wrapped() -> None:
             sink.clear()
-            emit = LastAnswer().follow(sink.append, "which region grew the most?", session, True)
+            emit = Pipe([LastAnswer().check("which region grew the most?", session, True), sink.append])
             for event in events[:-1]:
                 emit(event)
 
         def end() -> None:
             sink.clear()
-            emit = LastAnswer().follow(sink.append, "which region grew the most?", session, True)
+            emit = Pipe([LastAnswer().check("which region grew the most?", session, True), sink.append])
             for event in events:
                 emit(event)
 
@@ -261,10 +261,10 @@ def wiring_per_turn(rounds: int = 20) -> None:
             fake.enqueue(Reply(text="ok"))
             with capture_output():
                 shell.run_cell("%shiro --new hello")  # a new session, then filled
-            agent.session.messages.extend(
+            agent.current.session.messages.extend(
                 Message("user" if i % 2 == 0 else "assistant", [TextPart(f"message {i}")]) for i in range(history)
             )
-            size = len(agent.session.messages)
+            size = len(agent.current.session.messages)
             times: dict[bool, list[float]] = {True: [], False: []}
             wiring: list[float] = []
             for r in range(rounds * 2):

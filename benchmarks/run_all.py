@@ -67,7 +67,7 @@ def autosave_during_a_200_step_turn() -> str:
             provider,
             all_tools(),
             ToolContext(root=ROOT),
-            lambda: "",
+            "",
             TurnOptions(approval="auto", max_steps=200),
         ).run("go")
         seconds = time.perf_counter() - started

@@ -1,9 +1,12 @@
-"""The agent of one kernel: settings, the session and its record, the project's stores, and turns.
+"""The agent of one kernel: settings, the project's stores, and turns; the session is its :attr:`Agent.current`.
 
-The magic calls :meth:`Agent.start` (which session), :meth:`Agent.ask` (a turn) and
-:func:`shiro_kernel.commands.run` (slash commands). Nothing here draws anything: a turn reports
-through events, and the views in :mod:`shiro_kernel.ui` draw them. Everything runs without a kernel
-too (a plain ``InteractiveShell`` or ``shell=None``), which is how it is tested.
+The magic chooses the session (``agent.current.start``), asks for a turn (:meth:`Agent.ask`) and runs slash
+commands (:func:`shiro_kernel.commands.run`). A turn goes in three visible steps: its side effects in one
+(:meth:`Agent.begin`: the session started or resumed, the notebook attached, a repository's MCP servers started,
+the instructions built), a pure plan (:func:`shiro_kernel.plan.plan`), and the run, its events going through
+its observers in order — the write-ahead, the recorder, the numbers check, the view. Nothing here draws
+anything: the views in :mod:`shiro_kernel.ui` draw the events. Everything runs without a kernel too (a plain
+``InteractiveShell`` or ``shell=None``), which is how it is tested.
 
 Failures are exceptions from :mod:`shiro_kernel.errors`; the magic and the commands turn them into
 one line for the user.
@@ -26,31 +29,26 @@ from .context.instructions import read_instructions
 from .context.prompt import build_system_prompt
 from .current import Current
 from .errors import CorruptFile, RequestError, StoreError
-from .events import Event, Notice, Recorded, TurnEnd
+from .events import Event, Notice, Observer, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
 from .notebook import LiveNotebook, live_notebook
 from .numbers.turn_check import LastAnswer
-from .prepare import HEADLESS, Frontend, TurnSetup
+from .plan import HEADLESS, Frontend, Ready, plan
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
 from .provider.pricing import price_of
-from .session import Session
+from .recorder import Recorder, history_notice
 from .store import files, private
 from .store.assets import assets
-from .store.autosave import Autosaver
 from .store.history import PromptHistory
-from .store.ids import uuid7
-from .store.live import Lease
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
-from .tasks import TaskList
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
-from .turn import TurnOptions
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
 
@@ -60,10 +58,6 @@ NO_MODEL_IN_CHECK = (
 )
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
 MERGE_RETRIES = 2
-SAVE_FAILED = (
-    "could not save the session: {why}. The conversation is kept in this kernel; free some space or "
-    "point SHIRO_HOME at a writable folder, then run %shiro /save"
-)
 
 
 class Agent:
@@ -93,7 +87,7 @@ class Agent:
                 tools=self.tools,
                 shell=self.shell,
                 context=self.mcp_context,
-                session=lambda: self.session,
+                session=lambda: self.current.session,
                 busy=lambda: self.turning,
                 abort=self.abort,
             )
@@ -125,10 +119,6 @@ class Agent:
             self._root = (start, project_root(start))
         return self._root[1]
 
-    @property
-    def tasks(self) -> TaskList:
-        return self.session.tasks
-
     def history(self) -> PromptHistory:
         return PromptHistory.for_project(self.root)
 
@@ -152,40 +142,6 @@ class Agent:
     def memories(self, model: str | None = None) -> MemoryStore:
         return MemoryStore.for_project(self.root, model or self.config.model, self.muted)
 
-    # -- which session (the kernel's current session: :mod:`shiro_kernel.current`) -------------------------
-    @property
-    def session(self) -> Session:
-        return self.current.session
-
-    @property
-    def autosaver(self) -> Autosaver:
-        return self.current.autosaver
-
-    @property
-    def store(self) -> SessionStore:
-        return self.current.store
-
-    @property
-    def started(self) -> bool:
-        return self.current.started
-
-    @property
-    def lost(self) -> dict[str, str]:
-        return self.current.lost
-
-    def switch_to(self, session: Session, lease: Lease | None = None) -> None:
-        self.current.switch_to(session, lease)
-
-    def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
-        """Choose the session before a turn; the lines to show (see :meth:`Current.start`)."""
-        return self.current.start(new=new, cont=cont, resume=resume)
-
-    def resume(self, prefix: str) -> str:
-        return self.current.resume(prefix)
-
-    def lost_now(self) -> list[str]:
-        return self.current.lost_now()
-
     def _user_ns(self) -> dict[str, Any] | None:
         ns = getattr(self.shell, "user_ns", None)
         return ns if isinstance(ns, dict) else None
@@ -193,7 +149,7 @@ class Agent:
     def rebuild(self) -> str:
         """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""
         text, self.current.lost = restart.rebuild(
-            self.session,
+            self.current.session,
             self._user_ns(),
             self.tools,
             self.config.approval,
@@ -201,22 +157,19 @@ class Agent:
         )
         return text
 
-    # -- saving and the footer ---------------------------------------------------------------------------
-    def save_now(self) -> str | None:
-        """Write the record now; a note when it was saved under a new id. Raises :class:`StoreError`."""
-        return self.current.save_now()
-
+    # -- the footer ---------------------------------------------------------------------------------------
     def footer(self) -> str:
-        saver = self.autosaver
+        saver, session = self.current.autosaver, self.current.session
         saved = saver.saved_messages if (saver.writes or saver.error) else None
-        line = resume_hint(self.session, saved, str(saver.error) if saver.error else None)
+        line = resume_hint(session, saved, str(saver.error) if saver.error else None)
         meter = self.budget_meter()
         return line + (f" · {meter}" if meter else "")
 
     def budget_meter(self) -> str:
         """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""
-        model = self.session.model or self.config.model
-        return budget_meter(self.session.usage.cost_usd, self.config.budget_usd, model, price_of(model) is not None)
+        session = self.current.session
+        model = session.model or self.config.model
+        return budget_meter(session.usage.cost_usd, self.config.budget_usd, model, price_of(model) is not None)
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
@@ -237,7 +190,7 @@ class Agent:
             timeout_s=c.timeout_s,
             max_retries=c.max_retries,
             reasoning_effort=reasoning_effort,
-            cache_key=self.session.id,  # one session, one cache: its requests share their prefix
+            cache_key=self.current.session.id,  # one session, one cache: its requests share their prefix
             api_explicit=c.api_chosen,
             vision=c.vision,
             max_output_tokens=c.max_output_tokens,
@@ -258,57 +211,55 @@ class Agent:
 
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, line: Line | str, front: Frontend = HEADLESS, *, keep_abort: bool = False) -> TurnEnd:
-        """One turn: the setup is built (:meth:`setup`), then run. ``front`` is the view's (its events, and
-        buttons where it has them); ``keep_abort``: the caller cleared :attr:`abort` before starting the
-        turn's thread (a Stop may already have come). Raises :class:`RequestError` for a bad line."""
-        setup = self.setup(Line(prompt=line) if isinstance(line, str) else line, front)
+        """One turn: its side effects first, in one step (:meth:`begin`), then the turn planned from what that made
+        ready (:func:`~shiro_kernel.plan.plan`) and run, each event going through its observers in this order.
+        ``front`` is the view's (its events, and buttons where it has them); ``keep_abort``: the caller cleared
+        :attr:`abort` before starting the turn's thread (a Stop may already have come). Raises
+        :class:`RequestError` for a bad line."""
+        line = Line(prompt=line) if isinstance(line, str) else line
+        ready = self.begin(line, front)
+        observers = [self._write_ahead(), self._recorder(line), self._numbers(line, ready), front.on_event]
+        turn = plan(ready, line, front, self.config, [o for o in observers if o is not None], self.abort)
         if not keep_abort:
             self.abort.clear()
         self.turning = True
         try:
-            return setup.turn(self.session, self.abort).run(setup.prompt)
+            return turn.run(line.prompt)
         finally:
             self.turning = False
             self.mcp.flush_notes()  # what other agents did meanwhile
 
-    def setup(self, line: Line, front: Frontend = HEADLESS) -> TurnSetup:
-        """Everything one turn runs with, decided now from this agent's state and ``line``."""
-        variant, spec = agent_variant(self.config, line.agent)
+    def begin(self, line: Line, front: Frontend = HEADLESS) -> Ready:
+        """The side effects before a turn, in one place: the session started (or resumed, the variables it lost
+        told), the model chosen, the notebook attached, a repository's MCP servers started (asking where they
+        must), the instructions built (once per session), the provider ready. What they made is :class:`Ready`;
+        what they have to say goes to the view now."""
+        _, spec = agent_variant(self.config, line.agent)
         if os.environ.get("SHIRO_CHECKING"):  # ``shiro check``'s own kernel: it reruns a notebook, never asks
             raise RequestError(NO_MODEL_IN_CHECK)
         self._root = None  # looked up again: a folder may have become a repository since the last turn
-        emit = front.on_event
-        if not self.started:
-            self.start()
-            if self.lost:
-                emit(Notice(restart.notice(list(self.lost)), kind="warning"))
+        emit, current = front.on_event, self.current
+        if not current.started:
+            current.start()
+            if current.lost:
+                emit(Notice(restart.notice(list(current.lost)), kind="warning"))
         self.mcp.flush_notes()
-        model = self.session.model = line.model or self.config.model
+        model = current.session.model = line.model or self.config.model
         self._attach_notebook(line.cell_id)
         context = self._tool_context(model)
         effort = spec.get("reasoning_effort")
         provider = self.provider(model, str(effort) if effort else None)
         provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
-        return TurnSetup(
-            prompt=line.prompt,
-            model=model,
-            variant=variant,
+        return Ready(
+            session=current.session,
+            wire=current.wire,
+            variant=spec,
             provider=provider,
             tools={**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)},
             context=context,
-            system=self._instructions(context, variant, str(spec.get("prompt", "")), emit),
+            system=self._instructions(context, line.agent or self.config.agent, str(spec.get("prompt", "")), emit),
             state=self._state(context),
-            options=TurnOptions(
-                approval=self.config.approval,
-                max_steps=int(spec.get("max_steps") or self.config.max_steps),  # type: ignore[call-overload]
-                headless=front.headless,
-                approver=front.approver,
-                runner=front.runner,
-                compact_threshold=self.config.compact_threshold,
-                store=self.config.store,
-                budget_usd=self._budget(model, emit),
-            ),
-            on_event=self._turn_end(line, context.notebook_path, emit),
+            budget_usd=self._budget(model, emit),
         )
 
     def _tool_context(self, model: str) -> ToolContext:
@@ -317,7 +268,7 @@ class Agent:
         notes = self.notes()
         memories = self.memories(model) if self.memory_enabled() else None
         provenance = {
-            "sessionId": self.session.id,
+            "sessionId": self.current.session.id,
             "notebook": str(notebook) if notebook else None,
             "cell": getattr(self.shell, "execution_count", None),
             "gitCommit": git_commit(root),
@@ -330,7 +281,7 @@ class Agent:
             notebook_path=notebook,
             abort=self.abort,
             image_max_px=self.config.image_max_px,
-            tasks=self.tasks,
+            tasks=self.current.session.tasks,
             notes=notes,
             memories=memories,
             provenance=provenance,
@@ -361,7 +312,7 @@ class Agent:
             shell=self.shell,
             notebook_path=self.notebook,
             image_max_px=self.config.image_max_px,
-            tasks=self.tasks,
+            tasks=self.current.session.tasks,
             notes=self.notes(),
             memories=self.memories() if self.memory_enabled() else None,
         )
@@ -371,8 +322,8 @@ class Agent:
         for every step and turn after, so a provider's prefix cache serves it: identity, environment, the
         repository's AGENTS.md and the memory injected at the start of the session. What changes as the
         session goes is in :meth:`_state`, after the conversation."""
-        model = self.session.model or self.config.model
-        key: tuple[object, ...] = (self.session.id, variant, variant_prompt, self.config.approval)
+        model = self.current.session.model or self.config.model
+        key: tuple[object, ...] = (self.current.session.id, variant, variant_prompt, self.config.approval)
         key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted))
         if self._built is not None and self._built[0] == key:
             return self._built[1]
@@ -398,80 +349,56 @@ class Agent:
         the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
         the agent since its last turn; the numbers of the last answer that no tool output had."""
         tell_lost, self.current.tell_lost = self.current.tell_lost, False
-        numbers = self.numbers.note(self.session, self.config.check_numbers)  # the last answer's, all this turn
-        before = self.session.cells
+        numbers = self.numbers.note(self.current.session, self.config.check_numbers)  # the last answer's, all this turn
+        before = self.current.session.cells
         changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
-        tasks = self.tasks
+        tasks = self.current.session.tasks
 
         def state() -> str:
-            lost = restart.prompt_block(self.lost_now()) if tell_lost else ""
+            lost = restart.prompt_block(self.current.lost_now()) if tell_lost else ""
             return "\n".join(b for b in (tasks.render_prompt_block(), lost, changed, numbers) if b).strip("\n")
 
         return state
 
-    def _turn_end(self, line: Line, notebook: Path | None, emit: Callable[[Event], None]) -> Callable[[Event], None]:
-        """The turn's events for the view, with what the agent does when the turn ends first: the turn is
-        recorded for replay (its messages and cell, in the session; its calls, for the saved bundle), and the
-        record is written before the footer says it is saved. The prompt history is appended meanwhile, off
-        the turn's path (a convenience: a failure is one warning at the end)."""
-        emit = self.numbers.follow(emit, line.prompt, self.session, self.config.check_numbers)  # NumbersChecked
+    # -- the turn's observers -------------------------------------------------------------------------
+    def _write_ahead(self) -> Observer:
+        """A call that changes something is written to the record before it runs (:mod:`~.store.writeahead`)."""
+        return WriteAhead(self.current.autosaver, changes_something(self.tools))
+
+    def _recorder(self, line: Line) -> Observer:
+        """What is kept of the turn when it ends (:mod:`~shiro_kernel.recorder`); the prompt history is appended
+        meanwhile, off the turn's path, and an older, looser SHIRO_HOME made private once per kernel."""
         history_job = files.background(self.history().append, line.prompt)
-        since, turn_id = len(self.session.messages), uuid7()
-        ahead = WriteAhead(self.autosaver, changes_something(self.tools))  # a call that changes things: saved first
-        if self._tighten is None:  # once per kernel: an older, looser SHIRO_HOME is made private
+        if self._tighten is None:
             self._tighten = files.background(private.tighten_home)
+        current = self.current
+        notebook = self.notebook
+        return Recorder(
+            current.session,
+            line,
+            self.tools,
+            ran=self.turns_here,
+            save=current.save_now,
+            snapshot=lambda: current.snapshot_cells(notebook),
+            side=(lambda: history_notice(history_job), self._tightened, self.mcp.notices),
+        )
 
-        def on_event(event: Event) -> None:
-            ahead(event)
-            if isinstance(event, TurnEnd):
-                self._record_turn(line, since, turn_id, emit)
-                self._history_problem(history_job, emit)
-                self._tightened(emit)
-                self.mcp.emit_notices(emit)  # an MCP server that died during the turn
-                self.current.snapshot_cells(notebook)
-                if self.session.messages:
-                    try:
-                        note = self.save_now()
-                    except StoreError as exc:
-                        note = SAVE_FAILED.format(why=exc)
-                    if note:
-                        emit(Notice(note, kind="warning"))
-            emit(event)
+    def _numbers(self, line: Line, ready: Ready) -> Observer | None:
+        """The answer's numbers looked up in the turn's outputs (``Shiro.check_numbers``; None: off)."""
+        return self.numbers.check(line.prompt, ready.session, self.config.check_numbers)
 
-        return on_event
-
-    def _record_turn(self, line: Line, since: int, turn_id: str, emit: Callable[[Event], None]) -> None:
-        """Record the turn for replay (:func:`~shiro_kernel.replay.find.record_turn_end`) and count it as run in
-        this kernel (a rerun of its cell here asks the model); the view gets its replay fields."""
-        from .replay.find import record_turn_end
-
-        self.turns_here.add(turn_id)
-        fields = record_turn_end(self.session, line.prompt, line.cell_id, line.ordinal, since, turn_id, self.tools)
-        if fields is not None:
-            emit(Recorded(fields))
-
-    def _tightened(self, emit: Callable[[Event], None]) -> None:
+    def _tightened(self) -> list[Notice]:
         """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it
         finished (it is returned once: never waited for with a timeout that could drop it)."""
         job = self._tighten
         if job is None or self._tightened_shown or not job.done():
-            return
+            return []
         self._tightened_shown = True
         try:
             notice = job.result()
         except StoreError:  # tightening never raises by design; a store failure is said by the writes
             notice = None
-        if notice:
-            emit(Notice(notice, kind="warning"))
-
-    @staticmethod
-    def _history_problem(job: Future[bool], emit: Callable[[Event], None]) -> None:
-        try:
-            job.result(timeout=5.0)
-        except StoreError as exc:  # the prompt history is a convenience: the turn went on
-            emit(Notice(f"the prompt history was not updated: {exc}", kind="warning"))
-        except Exception:  # still running after 5 s (a lock held elsewhere): it finishes on its own
-            pass
+        return [Notice(notice, kind="warning")] if notice else []
 
     def _notes_block(self, notes: NoteStore | None, emit: Callable[[Event], None]) -> str:
         if notes is None:
@@ -482,8 +409,8 @@ class Agent:
         except CorruptFile as exc:
             emit(Notice(f"project notes are unreadable and were left out: {exc}", kind="warning"))
             return ""
-        if count and self._greeted != self.session.id:  # the seed's boot header, once per session start
-            self._greeted = self.session.id
+        if count and self._greeted != self.current.session.id:  # the seed's boot header, once per session start
+            self._greeted = self.current.session.id
             emit(Notice(f"memory: {count} notes about this project"))  # the seed's words, plural always
         return block
 
@@ -503,4 +430,4 @@ class Agent:
     def close(self) -> None:
         """Stop autosaving (writing what is pending) and MCP: ``%unload_ext`` and kernel shutdown."""
         self.mcp.close()
-        self.autosaver.close()
+        self.current.autosaver.close()

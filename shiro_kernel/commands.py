@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def _todos(agent: Agent, arg: str) -> str:
-    return agent.tasks.render()
+    return agent.current.session.tasks.render()
 
 
 #: the seed's line for /notes and /memory under --no-memory, and how to undo it
@@ -43,7 +43,9 @@ def _compact(agent: Agent, arg: str) -> str:
     from .errors import ShiroError
 
     try:
-        before, after = compact_session(agent.session, agent.provider(), threshold=agent.config.compact_threshold)
+        before, after = compact_session(
+            agent.current.session, agent.provider(), threshold=agent.config.compact_threshold
+        )
     except ShiroError as exc:
         return f"compact failed, the transcript is unchanged: {exc}"
     return compact_message(before, after)
@@ -53,8 +55,8 @@ def _clear(agent: Agent, arg: str) -> str:
     from .session import Session
     from .store.short_ids import short_id
 
-    old = agent.session
-    agent.switch_to(Session(notebook_path=old.notebook_path))
+    old = agent.current.session
+    agent.current.switch_to(Session(notebook_path=old.notebook_path))
     if old.messages:
         return f"cleared; the previous session stays resumable with %shiro -r {short_id(old.id)}"
     return "cleared"
@@ -63,40 +65,40 @@ def _clear(agent: Agent, arg: str) -> str:
 def _sessions(agent: Agent, arg: str) -> str:
     from .ui.session_text import format_rows
 
-    return format_rows(agent.store.list(15))
+    return format_rows(agent.current.store.list(15))
 
 
 def _resume(agent: Agent, arg: str) -> str:
     if not arg:
         return "usage: /resume <session-id>"
-    return agent.resume(arg)
+    return agent.current.resume(arg)
 
 
 def _save(agent: Agent, arg: str) -> str:
-    from .agent import SAVE_FAILED
+    from .current import SAVE_FAILED
     from .errors import StoreError
 
-    if not agent.session.messages:
+    if not agent.current.session.messages:
         return "nothing to save yet: the session has no messages"
     try:
-        note = agent.save_now()
+        note = agent.current.save_now()
     except StoreError as exc:
         return SAVE_FAILED.format(why=exc)
-    return note or f"saved {agent.session.id}"
+    return note or f"saved {agent.current.session.id}"
 
 
 def _cost(agent: Agent, arg: str) -> str:
     from .store.short_ids import short_id
     from .ui.money import ESTIMATED, cost_line
 
-    u = agent.session.usage
-    cost = cost_line(u.cost_usd, agent.session.model or agent.config.model)
+    u = agent.current.session.usage
+    cost = cost_line(u.cost_usd, agent.current.session.model or agent.config.model)
     meter = agent.budget_meter()
     mark = "~" if u.estimated else ""
     cached = f" ({u.cached_input_tokens:,} of them cached)" if u.cached_input_tokens else ""
     estimated = f" {ESTIMATED}" if u.estimated else ""
     return (
-        f"session {short_id(agent.session.id)}: {mark}{u.input_tokens:,} input{cached} + {mark}{u.output_tokens:,} "
+        f"session {short_id(agent.current.session.id)}: {mark}{u.input_tokens:,} input{cached} + {mark}{u.output_tokens:,} "
         f"output tokens{estimated}, cost {cost}" + (f" ({meter})" if meter else "")
     )
 

@@ -2,8 +2,9 @@
 id), its record and the autosaver that keeps it, and what resuming it in a fresh kernel tells (the history
 repaired, the variables its earlier turns made that are gone).
 
-:class:`~shiro_kernel.agent.Agent` holds one :class:`Current` and hands it what it needs to know about the
-kernel (its notebook, its namespace, the settings it reads), never itself.
+:class:`~shiro_kernel.agent.Agent` holds one :class:`Current` (callers use ``agent.current`` directly) and hands
+it what it needs to know about the kernel (its notebook, its namespace, the settings it reads), never itself. It
+also keeps what the wire copy knows of the session between turns (:attr:`Current.wire`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .context import restart, rules
+from .context.wire_copy import WireState
 from .errors import CorruptFile, RequestError, StoreError
 from .session import Session
 from .store.autosave import Autosaver
@@ -20,6 +22,12 @@ from .store.live import Lease
 from .store.sessions import SessionStore
 from .store.short_ids import short_id
 from .ui.session_text import resumed_line
+
+#: what a turn or ``/save`` says when the record could not be written
+SAVE_FAILED = (
+    "could not save the session: {why}. The conversation is kept in this kernel; free some space or "
+    "point SHIRO_HOME at a writable folder, then run %shiro /save"
+)
 
 
 class Current:
@@ -38,6 +46,8 @@ class Current:
         self._store_setting = store_setting
         self._model = model
         self.session = Session(notebook_path=notebook())
+        #: what the wire copy keeps of the session between its turns (never saved; a new one with each session)
+        self.wire = WireState()
         self.autosaver = self._autosaver(self.session)
         self.started = False  # has this kernel chosen its session yet?
         #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
@@ -53,6 +63,7 @@ class Current:
         lease is given back); ``lease`` is the new one's, from :meth:`SessionStore.take`."""
         self.autosaver.close()
         self.session = session
+        self.wire = WireState()
         if session.notebook_path is None:
             session.notebook_path = self._notebook()
         self.autosaver = self._autosaver(session)

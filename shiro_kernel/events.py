@@ -1,11 +1,19 @@
-"""Events: what a provider streams and what a turn reports, in the project's own types.
+"""Events: what a provider streams and what a turn reports, in the project's own types, and the one pipe they
+go through.
 
 The provider layer turns SDK stream events into the first group; the turn loop adds the second.
 Renderers (text, widgets) only ever see these.
+
+A turn hands every event to its observers, in the order it was given them (:class:`Pipe`, as httpx's
+``event_hooks``): the write-ahead of the record, the recorder that keeps the turn when it ends, the numbers
+check, the view — the order is one line where the turn is built (:meth:`shiro_kernel.agent.Agent.ask`). An
+observer may add events for those after it (the recorder's ``Recorded``, the check's ``NumbersChecked``): it
+returns the events to pass on in place of the one it got.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,3 +160,24 @@ TurnEvent = (
     StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | Recorded | NumbersChecked | TurnEnd
 )
 Event = ProviderEvent | TurnEvent
+
+
+#: sees each event of a turn; returns None to pass it on as it is, or the events to pass on in its place
+Observer = Callable[[Event], "Iterable[Event] | None"]
+
+
+class Pipe:
+    """A turn's observers in order: each event goes through every one of them, and what an observer returns
+    in place of an event goes on to the observers after it (the last one's return is dropped)."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.observers = tuple(observers)
+
+    def __call__(self, event: Event) -> None:
+        events: list[Event] = [event]
+        for observe in self.observers:
+            passed: list[Event] = []
+            for e in events:
+                out = observe(e)
+                passed.extend([e] if out is None else out)
+            events = passed

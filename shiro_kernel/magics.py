@@ -163,7 +163,7 @@ class ShiroMagics(Magics):
                 return
             else:
                 raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
-        said = agent.start(new=line.new, cont=line.cont, resume=line.resume)
+        said = agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
         if said:
             print(said)
         if action in ("switch", "flags"):
@@ -231,11 +231,11 @@ class ShiroMagics(Magics):
             setting="off" if settings.approval == "read-only" else settings.replay,
             notebook_path=agent.notebook,
             on_event=view,
-            store=agent.store,
+            store=agent.current.store,
             seen=agent.turns_here,
             tools=agent.tools,
             end=False,
-            current=agent.session if agent.started else None,
+            current=agent.current.session if agent.current.started else None,
         )
         if outcome is None:
             return False
@@ -278,9 +278,9 @@ class ShiroMagics(Magics):
         from .errors import StoreError
 
         if self._agent is not None:
-            self._agent.session.changed()
+            self._agent.current.session.changed()
             try:
-                self._agent.autosaver.flush()
+                self._agent.current.autosaver.flush()
             except StoreError:  # the footer already said the session is not saved
                 pass
 

@@ -37,9 +37,6 @@ class Session:
     #: the notebook replays without the model
     turns: list[dict[str, Any]] = field(default_factory=list)
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
-    #: what other layers keep about this session's messages for its life, never saved (pruning's meter:
-    #: :func:`shiro_kernel.context.meter.meter_of`)
-    caches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.tasks.on_change.append(lambda _tasks: self.changed())

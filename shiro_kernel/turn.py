@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -33,19 +33,17 @@ from .approval import (
     refusal,
 )
 from .context import rules
-from .context.hold import LOW_WATER, Hold
-from .context.limits import held_image_cut, limit_images, limit_sizes
 from .context.measure import DEFAULT_THRESHOLD
-from .context.meter import Record, meter_of, wire_ready
-from .context.prune import prune_to_fit
 from .context.rules import detach_provider_items
+from .context.wire_copy import WireCopy, WireState
 from .errors import ProviderError, TurnTimeout
 from .events import (
     BudgetReached,
     Done,
     Error,
-    Event,
     Notice,
+    Observer,
+    Pipe,
     ProviderEvent,
     ReasoningDelta,
     StepStart,
@@ -98,19 +96,8 @@ ABORTED = "Error: not run — {by} before this call ran."
 INLINE_RETRY_NOTICE = (
     "The provider no longer had part of this session stored. Re-sent the history inline and carried on."
 )
-REASONING_NOTICE = (
-    "context compacted: earlier reasoning left out of the request ({before:,} → {after:,} estimated tokens); "
-    "all {n} messages kept"
-)
-SHORTENED_NOTICE = "{n} oversized tool argument{s} or result{s} shortened in the request (the session keeps them whole)"
 #: the total text of one step's tool results, at most (each result over its share is cut)
 STEP_OUTPUT_CHARS = 100_000
-COMPACTED_NOTICE = "context compacted: {before} messages pruned to {after} on the wire"
-REPAIRED_NOTICE = "repaired the history before sending: {repairs}"
-WINDOW_NOTICE = (
-    "context compacted to fit the model's context window at this server{window}: {before} messages pruned to {after} "
-    "on the wire"
-)
 
 
 @dataclass(frozen=True)
@@ -131,26 +118,35 @@ class TurnOptions:
 
 @dataclass
 class Turn:
+    """One turn, as a value: the session it adds to, the provider and tools it calls, the instructions it sends
+    (the same bytes for every step and turn of a session), its options, and its observers — every event goes
+    through them in this order (:class:`~shiro_kernel.events.Pipe`). Built by
+    :func:`shiro_kernel.plan.plan`; :meth:`run` runs it once."""
+
     session: Session
     provider: ProviderLike
     tools: dict[str, Tool]
     ctx: ToolContext
-    system_prompt: Callable[[], str]
+    system: str
     options: TurnOptions = field(default_factory=TurnOptions)
-    on_event: Callable[[Event], None] = lambda event: None
+    observers: Sequence[Observer] = ()
     abort: threading.Event = field(default_factory=threading.Event)
     #: what changes from step to step (the task list, cell changes …): one system message after the
     #: conversation, rebuilt every step and never stored, so the instructions before it stay the same
     state: Callable[[], str] = lambda: ""
+    #: what the wire copy keeps of the session between steps and turns (the kernel's current session's own)
+    wire: WireState = field(default_factory=WireState)
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
-    # per-turn state: the one `compacted` notice, the one repair warning, the one inline retry
-    _compacted: bool = field(default=False, init=False, repr=False)
-    _repaired: bool = field(default=False, init=False, repr=False)
+    # per-turn state: the one inline retry, the one headless notice
     _inlined: bool = field(default=False, init=False, repr=False)
     _told_headless: bool = field(default=False, init=False, repr=False)
-    _shortened: bool = field(default=False, init=False, repr=False)
     _refitted: bool = field(default=False, init=False, repr=False)  # pruned to fit the server's window this step
     _sent: list[Message] = field(default_factory=list, init=False, repr=False)  # this step's history on the wire
+
+    def __post_init__(self) -> None:
+        self.on_event = Pipe(self.observers)
+        self.copies = WireCopy(self.wire, self.on_event)
+
     # the batch of calls being answered: results so far, and the call running now (call, start time)
     _step_results: list[ToolResultPart] = field(default_factory=list, init=False, repr=False)
     _running: tuple[ToolCallPart, float] | None = field(default=None, init=False, repr=False)
@@ -195,7 +191,8 @@ class Turn:
             self.session.append(Message("tool", list[Part](results)))
 
     def _run(self, prompt: str | None) -> TurnEnd:
-        self._compacted = self._repaired = self._inlined = self._told_headless = self._shortened = False
+        self._inlined = self._told_headless = False
+        self.copies = WireCopy(self.wire, self.on_event)  # its notices once per turn
         # A call left waiting for approval (e.g. before a kernel restart) is asked again first.
         pending = rules.pending_calls(self.session.messages)
         if pending and self._answer_calls(pending) is False:
@@ -262,58 +259,9 @@ class Turn:
         return self.options.store and bool(getattr(settings, "store", True))
 
     def wire_messages(self) -> list[Message]:
-        """What goes out this step: the session's history validated, then pruned to fit. The
-        session's own history is never changed here.
-
-        The session's meter keeps what each message measures: when it shows nothing to repair, shorten or
-        leave out (the usual step), the three checks are skipped and only the new messages were looked at."""
-        history = self.session.messages
-        meter = meter_of(self.session)
-        records = meter.records(history)
-        if wire_ready(records, store=self._store(), meter=meter):
-            return self._fit(history, records)
-        messages, repairs = rules.check_and_repair(history, store=self._store())
-        shown = rules.notable(repairs)
-        if shown and not self._repaired:
-            self._repaired = True
-            self.on_event(Notice(REPAIRED_NOTICE.format(repairs="; ".join(shown)), kind="warning"))
-        cut = held_image_cut(messages, self.session.caches.get("image_cut"))
-        self.session.caches["image_cut"] = cut  # held still: images go once every few figures
-        messages, _ = limit_images(messages, before=cut) if cut is not None else (messages, 0)
-        messages, shortened = limit_sizes(messages)
-        if shortened and not self._shortened:
-            self._shortened = True
-            self.on_event(
-                Notice(SHORTENED_NOTICE.format(n=shortened, s="" if shortened == 1 else "s"), kind="compacted")
-            )
-        return self._fit(messages, records if messages is history else None)
-
-    def _fit(self, messages: list[Message], records: list[Record] | None) -> list[Message]:
-        """``messages`` pruned to fit the threshold, holding still (:mod:`~shiro_kernel.context.hold`): a
-        held prune point's prefix is sent again with the new messages after it until the threshold is
-        reached again; then the history is pruned down to the low-water mark and that is held. ``records``:
-        the messages' records from the session's meter, if they are the session's own. One ``compacted``
-        notice per turn."""
-        history, meter, threshold = self.session.messages, meter_of(self.session), self.threshold()
-        hold = self.session.caches.get("hold")
-        if isinstance(hold, Hold) and hold.holds(history, messages):
-            wire, tokens = hold.extend(messages, meter.records(history))
-            if tokens <= threshold:
-                return wire
-        result = prune_to_fit(messages, threshold, meter=meter, records=records)
-        if not result.changed:
-            self.session.caches.pop("hold", None)
-            return result.messages
-        result = prune_to_fit(messages, int(threshold * LOW_WATER), meter=meter, records=records)
-        self.session.caches["hold"] = Hold.made(history, result)
-        if result.changed and not self._compacted:
-            self._compacted = True
-            if result.dropped_span is None and result.after == result.before:  # only reasoning went
-                text = REASONING_NOTICE.format(n=result.before, before=result.tokens_before, after=result.tokens_after)
-            else:
-                text = COMPACTED_NOTICE.format(before=result.before, after=result.after)
-            self.on_event(Notice(text, kind="compacted"))
-        return result.messages
+        """What goes out this step: the session's history as the wire copy makes it (:mod:`~.context.wire_copy`);
+        the session's own history is never changed here."""
+        return self.copies.messages(self.session.messages, store=self._store(), threshold=self.threshold())
 
     def threshold(self) -> int:
         """Where the wire copy is pruned: ``compact_threshold``, or lower where the server's context window
@@ -356,27 +304,17 @@ class Turn:
         profile = getattr(self.provider, "profile", None)
         if profile is None:
             return False
-        meter = meter_of(self.session)
-        room = int(profile.room(meter.estimate(self._sent)))
-        if room <= 0:
-            return False  # the instructions, the tools and the state alone fill the window
-        result = prune_to_fit(self.session.messages, int(room * LOW_WATER), meter=meter)
-        if not result.changed or result.tokens_after > room:
+        room = int(profile.room(self.copies.estimate(self._sent)))
+        if not self.copies.fits(self.session.messages, room, profile.context_window):
             return False
         profile.history_room = room
-        self.session.caches.pop("hold", None)  # pruned again from the start, to the new threshold
-        window = f" ({profile.context_window:,} tokens)" if profile.context_window else ""
-        self._compacted = True  # this notice is the turn's one compacted notice
-        self.on_event(
-            Notice(WINDOW_NOTICE.format(window=window, before=result.before, after=result.after), kind="compacted")
-        )
         return True
 
     def _call_once(self, specs: list[dict[str, Any]]) -> Done:
         done: Done | None = None
         error: Error | None = None
         shown = False  # has anything of this step reached the user?
-        system, state = self.system_prompt(), self.state()
+        system, state = self.system, self.state()
         self._sent = self.wire_messages()
         event: ProviderEvent | Notice
         for event in self.provider.stream(system, self._sent, specs, self.abort, state=state):

@@ -9,7 +9,7 @@ from kernelutil import outputs_text, run_notebook
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import BudgetReached, Notice, TurnEnd, Usage
-from shiro_kernel.prepare import Frontend
+from shiro_kernel.plan import Frontend
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Effect, Tool, ToolContext
@@ -38,9 +38,9 @@ def make_turn(fake, tmp_path, budget, session=None, model="gpt-4o"):
         provider,
         TOOLS,
         ToolContext(root=tmp_path),
-        lambda: "test",
+        "test",
         TurnOptions(approval="auto", budget_usd=budget),
-        on_event=events.append,
+        observers=[events.append],
     )
     return turn, events
 
@@ -97,7 +97,7 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     config = Shiro(model="gpt-4o", budget_usd=0.5)
     agent = Agent(None, config)
     assert agent.footer() == "Nothing to save from this session. · $0.0000 of $0.50 budget"
-    agent.session.usage = Usage(10, 10, 0.0123)
+    agent.current.session.usage = Usage(10, 10, 0.0123)
     assert "$0.0123 of $0.50 budget" in agent.footer()
     from shiro_kernel.commands import run as command
 

@@ -33,7 +33,7 @@ def test_todos_sessions_save_resume_clear(shell, fake_openai):
     tool_row, answer, _footer = run(shell, "%shiro why does the join drop rows?").split("\n\n")
     assert tool_row.startswith("✓ todo_write([{'content': 'fix the join', 'status': 'blocked'}]) · ok · ")
     assert answer == "blocked on the join"
-    first = agent(shell).session.id
+    first = agent(shell).current.session.id
     assert run(shell, "%shiro /save").strip() == f"saved {first}"
     assert run(shell, "%shiro /todos").splitlines() == [
         "tasks ........................................ 0/1  1 blocked",
@@ -44,7 +44,7 @@ def test_todos_sessions_save_resume_clear(shell, fake_openai):
     assert rows.startswith(f"{first[:13]}  ") and "4msg  why does the join drop rows?" in rows
 
     assert "cleared; the previous session stays resumable" in run(shell, "%shiro /clear")
-    assert agent(shell).session.id != first and run(shell, "%shiro /todos").strip() == "no tasks"
+    assert agent(shell).current.session.id != first and run(shell, "%shiro /todos").strip() == "no tasks"
     assert run(shell, "%shiro /resume").strip() == "usage: /resume <session-id>"
     assert run(shell, "%shiro /resume zzzz").strip() == 'no session matching "zzzz"'
     out = run(shell, f"%shiro /resume {first[:13]}")
@@ -55,11 +55,11 @@ def test_todos_sessions_save_resume_clear(shell, fake_openai):
 def test_flags_new_continue_and_resume(shell, fake_openai):
     fake_openai.enqueue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
     run(shell, "%shiro first question")
-    first = agent(shell).session
-    agent(shell).autosaver.flush()
+    first = agent(shell).current.session
+    agent(shell).current.autosaver.flush()
     run(shell, "%shiro --new second question")
-    assert agent(shell).session.id != first.id
-    agent(shell).autosaver.flush()
+    assert agent(shell).current.session.id != first.id
+    agent(shell).current.autosaver.flush()
     out = run(shell, f"%shiro -r {first.id[:23]}")  # both made within seconds: a longer prefix
     assert out.strip() == f'resumed {first.id[:13]} — 2 messages: "first question"'  # whole groups only
     out = run(shell, "%shiro -c")  # newest for this notebook (here: this folder): the second one
@@ -154,7 +154,7 @@ def test_the_validator_repairs_a_resumed_history_once(shell, fake_openai):
     SessionStore().save(broken, model="gpt-4o-mini")
     out = run(shell, f"%shiro -r {broken.id}")
     assert "repaired the resumed history: dropped a tool result whose call is missing (python, call_gone)" in out
-    assert [m.role for m in agent(shell).session.messages] == ["user", "assistant"]
+    assert [m.role for m in agent(shell).current.session.messages] == ["user", "assistant"]
     fake_openai.enqueue(Reply(text="fine"))
     run(shell, "%shiro carry on")
     assert fake_openai.requests[-1].status == 200

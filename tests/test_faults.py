@@ -152,9 +152,9 @@ def test_provider_faults_end_in_an_answer_or_a_clean_error(monkeypatch, fake_ope
             ProviderSettings(model="gpt-4o-mini", api=api, base_url=fake_openai.base_url, max_retries=2, timeout_s=0.4)
         )
         session = Session()
-        end = Turn(
-            session, provider, _tools(), ToolContext(root=tmp_path), lambda: "", TurnOptions(approval="auto")
-        ).run("hello")
+        end = Turn(session, provider, _tools(), ToolContext(root=tmp_path), "", TurnOptions(approval="auto")).run(
+            "hello"
+        )
         assert end.reason in ("answered", "error"), name
         if end.error:
             assert "Traceback" not in end.error and KEY not in end.error and "\n" not in end.error
@@ -189,9 +189,9 @@ def test_history_rule_breaks_are_repaired_before_sending(monkeypatch, fake_opena
         fake_openai.enqueue(Reply(text="fine"))
         provider = Provider(ProviderSettings(model="gpt-4o-mini", base_url=fake_openai.base_url, max_retries=0))
         session = Session(messages=list(history))
-        end = Turn(
-            session, provider, _tools(), ToolContext(root=tmp_path), lambda: "", TurnOptions(approval="auto")
-        ).run("go on")
+        end = Turn(session, provider, _tools(), ToolContext(root=tmp_path), "", TurnOptions(approval="auto")).run(
+            "go on"
+        )
         assert end.reason == "answered", (name, end.error)
     statuses = [r.status for r in fake_openai.requests]
     record(

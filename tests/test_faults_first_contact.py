@@ -377,24 +377,24 @@ def test_a_read_only_record_is_left_as_it_is_and_the_session_saved_under_a_new_i
     shiro_shell.run_cell('%config Shiro.approval = "auto"')
     shiro_shell.run_cell("%shiro --wait keep this one")
     agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
-    original = agent.store.path_for(agent.session.id)
+    original = agent.current.store.path_for(agent.current.session.id)
     original.chmod(stat.S_IRUSR | stat.S_IRGRP)  # what `chmod a-w` leaves: 0440
     kept = original.read_bytes()
-    old_shown = agent.store.short_id(agent.session.id)
+    old_shown = agent.current.store.short_id(agent.current.session.id)
     capsys.readouterr()
     outs = []
     for prompt in ("and more", "and more again"):
         shiro_shell.run_cell(f"%shiro --wait {prompt}")
         out = capsys.readouterr()
         outs.append(out.out + out.err)
-    new_id = agent.session.id
+    new_id = agent.current.session.id
     assert original.read_bytes() == kept and not original.stat().st_mode & stat.S_IWUSR  # left as it is
     said = [o.count("is read-only") for o in outs]
     assert said == [1, 0], outs
     assert (
         f"session {old_shown}'s record is read-only (its file's write permission is off), so it is left as it is; "
-        f"this kernel's conversation is saved as {agent.store.short_id(new_id)} instead"
+        f"this kernel's conversation is saved as {agent.current.store.short_id(new_id)} instead"
     ) in outs[0]
     ((n, shown),) = footer.findall(outs[1])
-    assert agent.store.resolve(shown) == new_id and int(n) == 12
+    assert agent.current.store.resolve(shown) == new_id and int(n) == 12
     assert len(json.loads((home / "sessions" / f"{new_id}.json").read_text())["messages"]) == 12

@@ -141,12 +141,12 @@ def test_inspects_dataframe_and_a_displayed_table_are_sources(shell, fake_openai
 
 def test_the_agent_sends_numbers_checked_just_before_the_turn_end(shell, fake_openai):
     from shiro_kernel.events import NumbersChecked, Recorded, TurnEnd
-    from shiro_kernel.prepare import Frontend
+    from shiro_kernel.plan import Frontend
 
     events: list[Any] = []
     growth_turn(fake_openai)
     agent = shell.magics_manager.registry["ShiroMagics"].agent
-    agent.start()
+    agent.current.start()
     end = agent.ask(PROMPT, Frontend(on_event=events.append))
     assert [type(e) for e in events[-3:]] == [Recorded, NumbersChecked, TurnEnd] and events[-1] is end
     assert events[-2].numbers == MISSING_NUMBERS
@@ -193,7 +193,7 @@ def test_the_model_is_told_at_the_next_turn_for_that_whole_turn_only(shell, fake
     # the note is neither in the cached instructions nor kept in the conversation
     assert len({r.body["instructions"] for r in fake_openai.requests}) == 1
     assert "in your last answer" not in json.dumps(third_turn[0].body)
-    session = shell.magics_manager.registry["ShiroMagics"].agent.session
+    session = shell.magics_manager.registry["ShiroMagics"].agent.current.session
     assert all("in your last answer" not in m.text for m in session.messages)
 
 

@@ -1,5 +1,5 @@
 """The package's shape as gates (issues 24 and 34): no module over 800 lines (a ceiling against god modules), no function over 80 (scripts/sizes.py's
-rule), no import circle counting ``TYPE_CHECKING`` imports, and the lower layers importing nothing above them
+rule), no import circle counting every import (``TYPE_CHECKING`` ones and those inside functions), and the lower layers importing nothing above them
 (session.py, errors.py and store/)."""
 
 from __future__ import annotations
@@ -23,10 +23,15 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """What a module imports at its top level, ``if TYPE_CHECKING:`` blocks included."""
+def imports(name: str, path: Path, known: dict[str, Path], *, anywhere: bool = True) -> set[str]:
+    """What a module imports: every import it makes, at its top level, under ``if TYPE_CHECKING:`` and inside its
+    functions (a lazy import is for speed at ``%load_ext``, never a way around a circle); ``anywhere=False``: the
+    top level and ``if`` blocks only."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    nodes = list(tree.body) + [n for s in tree.body if isinstance(s, ast.If) for n in s.body]
+    if anywhere:
+        nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    else:
+        nodes = list(tree.body) + [n for s in tree.body if isinstance(s, ast.If) for n in s.body]
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out: set[str] = set()
     for node in nodes:
@@ -48,7 +53,7 @@ def test_no_module_over_800_lines_and_no_function_over_80():
     assert over == []
 
 
-def test_no_import_circle_counting_type_checking_imports():
+def test_no_import_circle_counting_every_import():
     known = modules()
     graph = {name: imports(name, path, known) for name, path in known.items()}
     circles = []

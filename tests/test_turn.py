@@ -254,7 +254,7 @@ def test_missing_key_is_one_clear_paragraph(monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     provider = Provider(ProviderSettings(model="gpt-5-mini"))
-    turn = Turn(Session(), provider, TOOLS, ToolContext(root=tmp_path), lambda: "")
+    turn = Turn(Session(), provider, TOOLS, ToolContext(root=tmp_path), "")
     end = turn.run("hi")
     assert end.reason == "error"
     assert "OPENAI_API_KEY" in end.error and "Shiro.base_url" in end.error and "Traceback" not in end.error
@@ -272,7 +272,7 @@ def test_unreachable_server(env, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     provider = Provider(ProviderSettings(model="gpt-4o", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0))
-    turn = Turn(Session(), provider, TOOLS, ToolContext(root=tmp_path), lambda: "")
+    turn = Turn(Session(), provider, TOOLS, ToolContext(root=tmp_path), "")
     end = turn.run("hi")
     assert end.reason == "error" and "Could not reach the model server at http://127.0.0.1" in end.error
     assert KEY not in end.error

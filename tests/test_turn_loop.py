@@ -25,9 +25,9 @@ def turn(model: FakeModel, tmp_path, events: list, **options) -> Turn:
         model,
         TOOLS,
         ToolContext(root=tmp_path),
-        lambda: "You are a test.",
+        "You are a test.",
         TurnOptions(**{"approval": "auto", **options}),
-        on_event=events.append,
+        observers=[events.append],
     )
 
 

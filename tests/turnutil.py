@@ -76,7 +76,7 @@ def make_turn(
         provider,
         TOOLS,
         ToolContext(root=tmp_path),
-        lambda: "You are a test.",
+        "You are a test.",
         options or TurnOptions(approval="auto"),
-        on_event=log.append,
+        observers=[log.append],
     )

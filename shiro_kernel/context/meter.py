@@ -20,7 +20,6 @@ history rules, the wire limits and the digest, none of which does either.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import TYPE_CHECKING
 
 from ..transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from . import limits
@@ -34,9 +33,6 @@ from .measure import (
     tokens_of,
 )
 from .rules import HistoryCheck, detached
-
-if TYPE_CHECKING:
-    from ..session import Session
 
 
 class Record:
@@ -312,12 +308,3 @@ def wire_ready(recs: list[Record], *, store: bool, meter: TokenMeter | None = No
 
 
 __all__ = ["HistoryScan", "Record", "TokenMeter", "wire_ready"]
-
-
-def meter_of(session: Session) -> TokenMeter:
-    """The session's meter: each message measured once for the session's life (the context meter, the
-    pruning ladder and the checks read it)."""
-    meter = session.caches.get("meter")
-    if not isinstance(meter, TokenMeter):
-        meter = session.caches["meter"] = TokenMeter()
-    return meter

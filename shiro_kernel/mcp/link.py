@@ -159,9 +159,14 @@ class McpLink:
 
     def emit_notices(self, emit: Callable[[Event], None]) -> None:
         """Show each server failure once (a server that died during the turn, too)."""
-        if self.manager is not None:
-            for text in self.manager.drain_notices():
-                emit(Notice(text, kind="warning"))
+        for notice in self.notices():
+            emit(notice)
+
+    def notices(self) -> list[Notice]:
+        """Each server failure not said yet, once (a server that died during the turn, too)."""
+        if self.manager is None:
+            return []
+        return [Notice(text, kind="warning") for text in self.manager.drain_notices()]
 
     def status_text(self, root: Path, wait_s: float = 2.0) -> str:
         """``/mcp``: each server with its state and tools, and the kernel server when it runs (waiting up to

@@ -21,10 +21,10 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..events import Event, NumbersChecked, ToolEnd, TurnEnd
+from ..events import Event, NumbersChecked, Observer, ToolEnd, TurnEnd
 from ..transcript import Message, ToolCallPart, ToolResultPart
 from .answer import AnswerBlock, answer_of
 from .claims import find_numbers, in_prompt, prompt_numbers
@@ -163,40 +163,39 @@ def for_turn(messages: Iterable[Message], prompt: str, index: OutputIndex | None
 
 class LastAnswer:
     """The numbers check between the agent and its turns: one per kernel (:attr:`Agent.numbers
-    <shiro_kernel.agent.Agent.numbers>`). A live turn's events go through :meth:`follow`; the next turn's
+    <shiro_kernel.agent.Agent.numbers>`). A live turn's events go through :meth:`check`'s observer; the next turn's
     state message asks :meth:`note` for what the model is told of the last answer."""
 
     def __init__(self) -> None:
         #: the session of the last checked turn and the note of its numbers found nowhere ('' when none)
         self._pending: tuple[object, str] | None = None
 
-    def follow(self, emit: Callable[[Event], None], prompt: str, session: object, on: bool) -> Callable[[Event], None]:
-        """``emit`` wrapped for one live turn of ``session``: each event fed to a :class:`TurnNumbers` and
-        passed on; at ``TurnEnd``, its :class:`NumbersChecked` first. ``on`` (``Shiro.check_numbers``) False:
-        ``emit`` itself, and no note is left for the next turn."""
+    def check(self, prompt: str, session: object, on: bool) -> Observer | None:
+        """The observer that checks one live turn of ``session``: each event fed to a :class:`TurnNumbers`; at
+        ``TurnEnd``, its :class:`NumbersChecked` passed on first. ``on`` (``Shiro.check_numbers``) False: None (no
+        check), and no note is left for the next turn."""
         self._pending = None
         if not on:
-            return emit
+            return None
         numbers: TurnNumbers | None = TurnNumbers()
 
-        def on_event(event: Event) -> None:
+        def observe(event: Event) -> list[Event] | None:
             nonlocal numbers
-            checked = None
-            if numbers is not None:
-                try:
-                    if isinstance(event, TurnEnd):
-                        checked = numbers.event(prompt)
-                        self._pending = (session, model_note(checked.numbers) or "")
-                    else:
-                        numbers.feed(event)
-                except Exception:  # the check is a help: a bug in it costs the turn nothing (it goes unchecked)
-                    numbers = None
-                    traceback.print_exc(file=sys.__stderr__)
-            if checked is not None:
-                emit(checked)
-            emit(event)
+            if numbers is None:
+                return None
+            try:
+                if not isinstance(event, TurnEnd):
+                    numbers.feed(event)
+                    return None
+                checked = numbers.event(prompt)
+                self._pending = (session, model_note(checked.numbers) or "")
+                return [checked, event]
+            except Exception:  # the check is a help: a bug in it costs the turn nothing (it goes unchecked)
+                numbers = None
+                traceback.print_exc(file=sys.__stderr__)
+                return None
 
-        return on_event
+        return observe
 
     def note(self, session: object, on: bool = True) -> str:
         """The one line telling the model which numbers of its last answer no tool output had, for the turn

@@ -33,7 +33,7 @@ from ..approval import LATER, UNANSWERED, UNANSWERED_NOTICE
 from ..errors import ShiroError
 from ..events import Event, Notice, TurnEnd, Usage
 from ..line import Line
-from ..prepare import Frontend
+from ..plan import Frontend
 from . import kernel
 from .approval import preview
 from .text_view import context_percent, final_bundle
@@ -177,7 +177,7 @@ class LiveController:
             on_stop=self.stop,
             call_later=self.inbox.call_later,
             meter=lambda: context_percent(self.agent),
-            tasks=self.agent.tasks.state,
+            tasks=lambda: self.agent.current.session.tasks.state(),
         )
         prepare = self._prepare(line) if line.switches or line.action == "command" else None
         item = LiveTurn(
@@ -201,7 +201,11 @@ class LiveController:
             from .. import commands
 
             try:
-                said = self.agent.start(new=line.new, cont=line.cont, resume=line.resume) if line.switches else None
+                said = (
+                    self.agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
+                    if line.switches
+                    else None
+                )
             except ShiroError as exc:
                 return f"%shiro: {exc}"
             if line.action == "switch":

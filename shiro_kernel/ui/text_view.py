@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ..context.measure import percent
-from ..context.meter import meter_of
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
 from ..store.short_ids import short_id
@@ -35,8 +34,8 @@ def context_percent(agent: Agent) -> int | None:
     """The session's estimated size as a percentage of the pruning threshold (lower where the server's context
     window is known to be smaller)."""
     try:
-        session = agent.session
-        return percent(meter_of(session).estimate(list(session.messages)), agent.threshold())
+        current = agent.current
+        return percent(current.wire.meter.estimate(list(current.session.messages)), agent.threshold())
     except Exception:  # a view must never break on a half-built session
         return None
 
@@ -45,9 +44,9 @@ def turn_details(agent: Agent) -> dict[str, Any]:
     """What a turn's final bundle shows beyond its events: footer, session, task list, context meter."""
     return {
         "footer": agent.footer(),
-        "session_id": agent.session.id,
-        "tasks": agent.tasks.state(),
-        "resume": f"%shiro -r {short_id(agent.session.id)}",
+        "session_id": agent.current.session.id,
+        "tasks": agent.current.session.tasks.state(),
+        "resume": f"%shiro -r {short_id(agent.current.session.id)}",
         "context_percent": context_percent(agent),
     }
 
@@ -140,7 +139,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 def run_blocking(agent: Agent, line: Line, *, live: bool, limit_s: float | None = None) -> TurnEnd:
     """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming), stopped
     after ``limit_s`` seconds."""
-    from ..prepare import Frontend
+    from ..plan import Frontend
 
     view = TextView(live=live, details=lambda: turn_details(agent))
     with time_limit(limit_s):

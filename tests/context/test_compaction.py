@@ -49,9 +49,9 @@ def make_turn(fake, tmp_path, *, session=None, events=None, provider=None, **opt
         provider or provider_for(fake),
         TOOLS,
         ToolContext(root=tmp_path),
-        lambda: "You are a test.",
+        "You are a test.",
         TurnOptions(**options),
-        on_event=(events if events is not None else []).append,
+        observers=[(events if events is not None else []).append],
     )
 
 

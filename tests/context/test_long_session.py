@@ -69,9 +69,9 @@ def run_turn(fake, tmp_path, session, prompt, *, store, threshold, max_steps):
         provider,
         tools(fake),
         ToolContext(root=tmp_path),
-        lambda: "You are a test.",
+        "You are a test.",
         TurnOptions(approval="auto", max_steps=max_steps, compact_threshold=threshold, store=store),
-        on_event=events.append,
+        observers=[events.append],
     )
     return turn.run(prompt), events
 

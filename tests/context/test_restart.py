@@ -13,7 +13,7 @@ from kernelutil import outputs_text, run_notebook, state_of
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.context import restart
-from shiro_kernel.prepare import Frontend
+from shiro_kernel.plan import Frontend
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, ToolCallPart, ToolResultPart
@@ -119,7 +119,7 @@ def _saved(code: str) -> Session:
 def test_resume_reports_lost_variables_and_rebuild_follows_approval(shell, approval):
     session = _saved("import math\nradius = 2\narea = math.pi * radius ** 2")
     agent = Agent(shell, Shiro(approval=approval))
-    line = agent.start(resume=session.id[:8])
+    line = agent.current.start(resume=session.id[:8])
     assert line.splitlines()[-1] == (
         "kernel restarted: 3 variables from earlier turns are gone (math, radius, "
         "area) — %shiro /rebuild re-runs the code that made them"
@@ -143,8 +143,8 @@ def test_same_kernel_resume_has_nothing_lost(shell):
     session = _saved("kept = 1")
     shell.user_ns["kept"] = 1
     agent = Agent(shell, Shiro())
-    assert "kernel restarted" not in agent.start(resume=session.id[:8])
-    assert agent.lost == {}
+    assert "kernel restarted" not in agent.current.start(resume=session.id[:8])
+    assert agent.current.lost == {}
 
 
 def test_notebook_restart_then_rebuild(fake_openai, tmp_path):
@@ -188,7 +188,7 @@ def test_the_block_goes_to_the_first_turn_after_the_resume_only(shell, monkeypat
     SessionStore().save(session, model="gpt-4o-mini")
     fake_openai.enqueue(Reply(text="one"), Reply(text="two"))
     agent = Agent(shell, Shiro(model="gpt-4o-mini"))
-    agent.resume(session.id)
+    agent.current.resume(session.id)
     seen: list = []
     agent.ask("first", Frontend(on_event=seen.append))
     agent.ask("second", Frontend(on_event=seen.append))

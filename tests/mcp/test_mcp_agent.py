@@ -24,7 +24,7 @@ from shiro_kernel.agent import Agent
 from shiro_kernel.commands import run as command
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import Event, Notice, ToolEnd, ToolProgress
-from shiro_kernel.prepare import Frontend
+from shiro_kernel.plan import Frontend
 from shiro_kernel.ui.render import ToolRow, TurnLog, entry_html
 
 SECRET = "tok-AGENT-SECRET-5521"
@@ -214,14 +214,14 @@ def test_nothing_configured_costs_nothing(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_other_agents_calls_are_recorded_in_the_session(agent: Agent) -> None:
     agent.mcp._record("claude-code 2.0", "python", {"code": "x = 1"}, "ok")
-    note = agent.session.messages[-1]
+    note = agent.current.session.messages[-1]
     assert note.role == "user" and note.text.startswith("[claude-code 2.0 used this kernel through MCP: python(")
     # while a turn runs the note waits for its end
     agent.turning = True
     agent.mcp._record("codex", "inspect", {}, "x: int = 1")
-    assert "codex" not in agent.session.messages[-1].text
+    assert "codex" not in agent.current.session.messages[-1].text
     agent.turning = False
-    assert agent.mcp.flush_notes() == 1 and "codex" in agent.session.messages[-1].text
+    assert agent.mcp.flush_notes() == 1 and "codex" in agent.current.session.messages[-1].text
 
 
 def test_serve_approval_follows_shiro_approval(agent: Agent) -> None:
@@ -282,8 +282,8 @@ def test_a_servers_secret_env_never_reaches_the_model_or_the_record(agent: Agent
     result = next(e.result for e in events if isinstance(e, ToolEnd))
     assert not result.is_error and SECRET not in result.output and result.output.strip()
     assert all(SECRET not in r.raw.decode() for r in fake_openai.requests)
-    agent.save_now()
-    record = agent.store.path_for(agent.session.id).read_text()
+    agent.current.save_now()
+    record = agent.current.store.path_for(agent.current.session.id).read_text()
     assert "mcp__sdk__getenv" in record and SECRET not in record
 
 

@@ -16,7 +16,7 @@ from IPython.utils.capture import capture_output
 
 from shiro_kernel.memory.index_file import project_dir, system_dir
 from shiro_kernel.memory.notes import NoteStore
-from shiro_kernel.prepare import Frontend
+from shiro_kernel.plan import Frontend
 from shiro_kernel.transcript import ToolCallPart
 from shiro_kernel.ui.approval import preview
 

@@ -75,9 +75,11 @@ def test_a_turn_records_provenance_for_notes_and_memories(monkeypatch, fake_open
     assert agent.ask("remember it").reason == "answered"
     listing = command(agent, "/notes")
     assert listing.splitlines()[0] == "(fact) the id column is unique"
-    assert listing.splitlines()[1] == f"  — from {agent.session.id[:13]}"  # as %shiro -r takes it (made this minute)
+    assert (
+        listing.splitlines()[1] == f"  — from {agent.current.session.id[:13]}"
+    )  # as %shiro -r takes it (made this minute)
     side = json.loads((agent.memories().dir_for("project") / PROVENANCE).read_text())
-    assert side["ids"]["sessionId"] == agent.session.id
+    assert side["ids"]["sessionId"] == agent.current.session.id
 
 
 def test_stale_lists_notes_not_confirmed_in_90_days(tmp_path, capsys):

@@ -50,7 +50,7 @@ def agent_of(shell: Any) -> Any:
 
 def results_per_call(shell: Any) -> Counter[str]:
     """How many results the session's record holds for each call the model made (each must have one)."""
-    messages = agent_of(shell).session.messages
+    messages = agent_of(shell).current.session.messages
     calls = Counter(c.call_id for m in messages for c in m.tool_calls())
     answered = Counter(r.call_id for m in messages for r in m.tool_results())
     return Counter({call_id: answered[call_id] for call_id in calls})
@@ -91,7 +91,10 @@ def test_a_shiro_cell_the_agents_run_reaches_starts_no_turn_and_each_call_keeps_
     bundle = turn(shiro_shell, "%shiro rerun all the cells", cell_id="c2")
     assert len(fake_openai.requests) == 3  # the turn's own three: no turn started inside it
     ran = next(
-        r.output for m in agent_of(shiro_shell).session.messages for r in m.tool_results() if r.name == "notebook_run"
+        r.output
+        for m in agent_of(shiro_shell).current.session.messages
+        for r in m.tool_results()
+        if r.name == "notebook_run"
     )
     assert f"[1] ok (execution 1)\n{RUN_BY_AGENT}" in ran and "[2] ok (execution 1)\n42" in ran, ran
     per_call = results_per_call(shiro_shell)

@@ -368,7 +368,7 @@ def test_a_stop_during_a_review_says_what_an_accept_before_it_left(shiro_shell, 
         Reply(tool_calls=[READ]), Reply(tool_calls=[Call("notebook_edit", {"cell": 0, "source": "x"})]), Reply("ok")
     )
     run(shiro_shell, "%shiro edit it")
-    results = [p.output for m in agent.session.messages for p in m.tool_results() if p.name == "notebook_edit"]
+    results = [p.output for m in agent.current.session.messages for p in m.tool_results() if p.name == "notebook_edit"]
     assert results == [f"Error: {STOPPED['review']}"]
 
 
@@ -390,7 +390,7 @@ def test_a_stop_after_one_accept_says_exactly_what_went_in(shiro_shell, fake_ope
     fake_openai.enqueue(Reply(tool_calls=[READ]), Reply(tool_calls=TIDY), Reply("ok"))
     bundle = bundle_of(shiro_shell, "%shiro tidy up")
     assert [c.source for c in front.cells] == ["import pandas as pd", FIX, "df.groupby('month').sum()"]
-    results = [p.output for m in agent.session.messages for p in m.tool_results()][1:]
+    results = [p.output for m in agent.current.session.messages for p in m.tool_results()][1:]
     assert results == [
         "Edited cell 1: +1 −1 lines (the user accepted it).",
         "Error: not applied — the user stopped the turn before deciding on this deletion of cell 2; the notebook "
@@ -428,7 +428,7 @@ def test_a_stop_after_the_user_accepted_a_later_change_tells_it_as_accepted(shir
         "import pandas as pd",
         "df = pd.read_csv('sales.csv', parse_dates=['date'])",
     ]
-    results = [p.output for m in agent.session.messages for p in m.tool_results()][1:]
+    results = [p.output for m in agent.current.session.messages for p in m.tool_results()][1:]
     assert results == [
         "Error: not applied — the user stopped the turn before deciding on this edit of cell 1; the notebook is "
         "unchanged there",

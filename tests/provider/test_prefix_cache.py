@@ -151,7 +151,7 @@ def test_a_session_with_cached_input_costs_what_cached_pricing_says(shiro_shell,
         fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": f"print({n})"})]), Reply(text=f"answer {n}"))
         shown = run(shiro_shell, f"%shiro step {n}")
     agent = shiro_shell.magics_manager.registry["ShiroMagics"].agent
-    usage = agent.session.usage
+    usage = agent.current.session.usage
     cached = sum(r.cached_tokens for r in fake_openai.requests)
     assert cached > 0 and usage.cached_input_tokens == cached
     assert usage.cost_usd == pytest.approx(cost_usd("gpt-5-mini", usage.input_tokens, usage.output_tokens, cached))
@@ -160,6 +160,6 @@ def test_a_session_with_cached_input_costs_what_cached_pricing_says(shiro_shell,
     footer_in = sum(r.cached_tokens for r in last)
     assert f"({footer_in:,} cached)" in shown
     assert f"({cached:,} of them cached)" in run(shiro_shell, "%shiro /cost")
-    agent.save_now()
-    record = json.loads(Path(agent.store.path_for(agent.session.id)).read_text())
+    agent.current.save_now()
+    record = json.loads(Path(agent.current.store.path_for(agent.current.session.id)).read_text())
     assert record["cachedInputTokens"] == cached and record["costUsd"] == pytest.approx(usage.cost_usd)

@@ -185,9 +185,9 @@ def test_the_current_sessions_turns_are_found_in_memory(shiro_shell, fake_openai
     shiro_shell.run_cell(f"%shiro {PROMPT}")
     magics = shiro_shell.magics_manager.registry["ShiroMagics"]
     agent = magics.agent
-    assert len(agent.session.turns) == 1 and agent.session.turns[0]["prompt"] == PROMPT
-    agent.autosaver.flush()
-    agent.store.path_for(agent.session.id).unlink()  # only memory has it now
+    assert len(agent.current.session.turns) == 1 and agent.current.session.turns[0]["prompt"] == PROMPT
+    agent.current.autosaver.flush()
+    agent.current.store.path_for(agent.current.session.id).unlink()  # only memory has it now
     del shiro_shell.user_ns["monthly"]
     agent.turns_here.clear()  # as in a kernel where this turn has not run
     magics._ordinals = None

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shiro_kernel.prepare import Frontend
+from shiro_kernel.plan import Frontend
 from shiro_kernel.store.history import LIMIT, PromptHistory, format_history, history_path
 from shiro_kernel.store.paths import home, project_slug
 

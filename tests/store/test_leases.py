@@ -154,20 +154,20 @@ def test_the_autosaver_follows_a_moved_session_and_the_agent_says_so(tmp_path: P
     monkeypatch.setenv("SHIRO_HOME", str(tmp_path))
     agent = Agent(None, Shiro())
     other = SessionStore(tmp_path / "sessions")
-    agent.session.messages += chat("hello").messages
-    assert agent.save_now() is None
-    sid = agent.session.id
+    agent.current.session.messages += chat("hello").messages
+    assert agent.current.save_now() is None
+    sid = agent.current.session.id
     stolen = other.load(sid)  # an older version of shiro in another kernel, without leases
     stolen.messages.append(Message.user("from the other kernel"))
     other.save(stolen)
-    agent.session.append(Message.user("from this kernel"))
-    warning = agent.save_now()
+    agent.current.session.append(Message.user("from this kernel"))
+    warning = agent.current.save_now()
     assert warning is not None and "changed by another kernel" in warning and short_id(sid) in warning
-    assert agent.session.id != sid and agent.autosaver.lease is not None
-    assert agent.autosaver.lease.session_id == agent.session.id
+    assert agent.current.session.id != sid and agent.current.autosaver.lease is not None
+    assert agent.current.autosaver.lease.session_id == agent.current.session.id
     assert agent.footer().startswith("Saved 3 messages")
-    assert len(json.loads(other.path_for(agent.session.id).read_text())["messages"]) == 3
-    assert agent.save_now() is None  # said once
+    assert len(json.loads(other.path_for(agent.current.session.id).read_text())["messages"]) == 3
+    assert agent.current.save_now() is None  # said once
     agent.close()
 
 
@@ -176,17 +176,17 @@ def test_two_agents_resume_one_session_one_forks_and_both_footers_are_true(tmp_p
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "nb.ipynb"))
     SessionStore(tmp_path / "sessions").save(chat("seed", notebook=str(tmp_path / "nb.ipynb")))
     first, second = Agent(None, Shiro()), Agent(None, Shiro())
-    line_a, line_b = first.start(), second.start()
+    line_a, line_b = first.current.start(), second.current.start()
     assert line_a is not None and "resumed" in line_a and "another kernel" not in line_a
     assert line_b is not None and "is open in another kernel" in line_b
-    assert first.session.id != second.session.id
+    assert first.current.session.id != second.current.session.id
     for agent, text in ((first, "a"), (second, "b")):
-        agent.session.append(Message.user(text))
-        assert agent.save_now() is None
+        agent.current.session.append(Message.user(text))
+        assert agent.current.save_now() is None
         n = int(agent.footer().split()[1])
-        assert n == 3 and len(agent.store.load(agent.session.id).messages) == 3
+        assert n == 3 and len(agent.current.store.load(agent.current.session.id).messages) == 3
     # resuming the session this kernel already has open keeps it (no copy, nothing reloaded)
-    assert "another kernel" not in first.resume(short_id(first.session.id))
+    assert "another kernel" not in first.current.resume(short_id(first.current.session.id))
     first.close()
     second.close()
 

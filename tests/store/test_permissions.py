@@ -109,7 +109,7 @@ def test_everything_a_turn_and_the_stores_make_is_private(
     try:
         # a turn: the session record and its index row, the prompt history, a note, two named memories
         assert agent.ask("remember these").reason == "answered"
-        assert agent.save_now() is None
+        assert agent.current.save_now() is None
         assets().put(png(), "image/png")  # an image the model saw
         bundles.install(bundle(tmp_path))  # a bundle copied in, then moved to the trash
         bundles.uninstall("kit")
@@ -121,7 +121,10 @@ def test_everything_a_turn_and_the_stores_make_is_private(
         # while the index's connection is open SQLite keeps its -wal and -shm beside it
         present = {p.name for p in sessions.iterdir()}
         assert {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm", ".save.lock"} <= present, present
-        assert {p.name for p in (sessions / ".live").iterdir()} == {f"{agent.session.id}.lock", "0000-other.lock"}
+        assert {p.name for p in (sessions / ".live").iterdir()} == {
+            f"{agent.current.session.id}.lock",
+            "0000-other.lock",
+        }
         found = modes(fresh_home)
         for part in ("history/", "memory/", "memories/projects/", "sessions/assets/", ".bundles/.trash/"):
             assert any(part in rel for rel in found), (part, sorted(found))

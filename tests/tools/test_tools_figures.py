@@ -319,7 +319,7 @@ def test_thirty_plots_each_request_carries_at_most_the_newest_few(shell, fake_op
     provider = Provider(ProviderSettings(model="gpt-4o-mini", base_url=fake_openai.base_url, max_retries=0))
     provider.images = assets().data_url
     ctx = ToolContext(root=tmp_path, shell=shell)
-    end = Turn(session, provider, all_tools(), ctx, lambda: "", TurnOptions(approval="auto", max_steps=40)).run("go")
+    end = Turn(session, provider, all_tools(), ctx, "", TurnOptions(approval="auto", max_steps=40)).run("go")
     assert end.reason == "answered"
     counts = [
         sum(

@@ -136,7 +136,7 @@ def test_always_approves_the_rest_of_the_session(shell, fake_openai):
     view.always_button.click()
     assert controller.wait_idle(10)  # no second question
     assert shell.user_ns["a"] == 1 and shell.user_ns["b"] == 2
-    assert "python" in magics_of(shell).agent.session.always_allowed
+    assert "python" in magics_of(shell).agent.current.session.always_allowed
 
 
 def test_stop_while_waiting_for_approval_leaves_the_call_pending(shell, fake_openai):
@@ -150,7 +150,7 @@ def test_stop_while_waiting_for_approval_leaves_the_call_pending(shell, fake_ope
     assert controller.finished[-1].end.reason == "waiting"
     from shiro_kernel.context.rules import pending_calls
 
-    assert [c.name for c in pending_calls(magics_of(shell).agent.session.messages)] == ["python"]
+    assert [c.name for c in pending_calls(magics_of(shell).agent.current.session.messages)] == ["python"]
     assert "y" not in shell.user_ns
 
 
