@@ -311,22 +311,24 @@ class McpLink:
         loop = self._loop
         if loop is None or self._panel is None:
             return False  # nobody can be asked: refused, as a headless turn refuses
-        answered = threading.Event()
-        verdict_given: list[str] = []
-
-        def answer(value: str) -> None:
-            verdict_given.append(value)
-            answered.set()
+        from ..ui.asking import ask_user
 
         boxes: list[Any] = []
-        loop.call_soon_threadsafe(lambda: boxes.append(self._ask(client, call, answer)))
-        wait = float(getattr(self.seams.settings, "approval_timeout_s", APPROVAL_WAIT_S))
-        if not answered.wait(wait):  # nobody answered (the tab closed): refused, and the box says so
-            loop.call_soon_threadsafe(lambda: [box.resolve("unanswered") for box in boxes if box.asking])
-            return False
-        if verdict_given[0] == ALWAYS:
+
+        def unanswered() -> None:  # nobody answered (the tab closed): refused, and the box says so
+            for box in boxes:
+                if box.asking:
+                    box.resolve("unanswered")
+
+        asked = ask_user(
+            loop.call_soon_threadsafe,
+            lambda answer: boxes.append(self._ask(client, call, answer)),
+            unanswered,
+            wait_s=float(getattr(self.seams.settings, "approval_timeout_s", APPROVAL_WAIT_S)),
+        )
+        if asked.answer == ALWAYS:
             self._always.add((client, call.name))
-        return verdict_given[0] in (APPROVE, ALWAYS)
+        return asked.answer in (APPROVE, ALWAYS)
 
     def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> Any:
         """On the kernel's thread: the approval box under the ``/mcp serve`` cell, one per request."""

@@ -36,6 +36,7 @@ from ..line import Line
 from ..plan import Frontend
 from . import kernel
 from .approval import preview
+from .asking import ask_user
 from .text_view import context_percent, final_bundle
 
 if TYPE_CHECKING:
@@ -305,36 +306,31 @@ class LiveController:
         ``Shiro.approval_timeout_s`` (the tab closed, nobody there): UNANSWERED, a refusal the model is told
         about, said in one line in the cell; later questions of the same turn are not asked (nobody is there
         to answer them either), so the turn, and the queue after it, move on."""
-        answered = threading.Event()
-        verdict: list[str] = []
-
-        def answer(value: str) -> None:
-            verdict.append(value)
-            answered.set()
-
-        if item.view is None:
+        view = item.view
+        if view is None:
             return LATER
         live = self.agent.live  # a review nobody answered this turn counts too (and this one for its reviews)
         if item.unanswered or (live is not None and live.unanswered):
             return UNANSWERED
         title, body = preview(call, self.agent.root)
-        self.inbox.post(lambda: item.view.ask(call.name, title, body, answer))
-        abort = self.agent.abort
         wait = float(self.agent.config.approval_timeout_s)
-        deadline = time.monotonic() + wait
-        while not answered.wait(0.05):
-            if abort.is_set():
-                self.inbox.post(item.view.clear_approval)
-                return LATER
-            if time.monotonic() >= deadline:
-                item.unanswered = True
-                if live is not None:
-                    live.unanswered = True
-                note = Notice(UNANSWERED_NOTICE.format(seconds=wait, name=call.name), kind="warning")
-                self.inbox.post(item.view.clear_approval)
-                self.inbox.post(functools.partial(self._on_event, item, note))
-                return UNANSWERED
-        return verdict[0]
+        asked = ask_user(
+            self.inbox.post,
+            lambda answer: view.ask(call.name, title, body, answer),
+            view.clear_approval,
+            wait_s=wait,
+            abort=self.agent.abort,
+        )
+        if asked.stopped:
+            return LATER
+        if asked.answer is None:
+            item.unanswered = True
+            if live is not None:
+                live.unanswered = True
+            note = Notice(UNANSWERED_NOTICE.format(seconds=wait, name=call.name), kind="warning")
+            self.inbox.post(functools.partial(self._on_event, item, note))
+            return UNANSWERED
+        return asked.answer
 
     def _consent(self, item: LiveTurn, request: ConsentRequest) -> str | None:
         """The consent asker of a live turn: may this repository's MCP server start? The approval box, as
@@ -346,32 +342,21 @@ class LiveController:
         view = item.view
         if view is None:
             return None
-        answered = threading.Event()
-        verdict: list[str] = []
         title, command, help_text = prompt_text(request)
         body = (
             f'<pre style="white-space:pre-wrap;margin:0.3em 0">{html.escape(command)}</pre>'
             f"<div>{html.escape(help_text)}</div>"
         )
-
-        def answer(value: str) -> None:  # on the kernel's thread, from the button's click
-            verdict.append(value)
-            answered.set()
-
-        def show() -> None:  # an allowance is for the project, or nothing: no "Always this session"
-            view.ask(request.server, title, body, answer, approve="Allow", always=False)
-
-        def withdraw() -> None:
-            view.clear_approval()
-
-        self.inbox.post(show)
-        abort = self.agent.abort
-        deadline = time.monotonic() + float(self.agent.config.approval_timeout_s)
-        while not answered.wait(0.05):
-            if abort.is_set() or time.monotonic() >= deadline:  # unanswered: not started, asked again next turn
-                self.inbox.post(withdraw)
-                return None
-        return ALLOW if verdict[0] in ("approve", "always") else DENY
+        asked = ask_user(  # an allowance is for the project, or nothing: no "Always this session"
+            self.inbox.post,
+            lambda answer: view.ask(request.server, title, body, answer, approve="Allow", always=False),
+            view.clear_approval,
+            wait_s=float(self.agent.config.approval_timeout_s),
+            abort=self.agent.abort,
+        )
+        if asked.answer is None:  # stopped or unanswered: not started, asked again next turn
+            return None
+        return ALLOW if asked.answer in ("approve", "always") else DENY
 
     # -- stopping and waiting ---------------------------------------------------------------------
     def stop(self, why: str = "dropped: the turn before it was stopped") -> None:
