@@ -336,6 +336,7 @@ class Agent:
             root=str(ctx.root),
             notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
             approval=self.config.approval,
+            asking=[t.name for t in self.tools.values() if t.needs_approval],
             agent=variant,
             variant_prompt=variant_prompt,
             blocks=[lambda: boot],

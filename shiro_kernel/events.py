@@ -108,11 +108,12 @@ class ToolProgress:
 
 @dataclass
 class ToolEnd:
+    """A call ended: its result says whether it failed (``is_error``), was not run because it was not approved
+    (``refused``: the result says why and how to allow it), or was stopped (``stopped``)."""
+
     call: ToolCallPart
     result: ToolResultPart
     seconds: float
-    #: the call was not run because it was not approved (the result says why and how to allow it)
-    refused: bool = False
 
 
 @dataclass

@@ -376,7 +376,7 @@ class Turn:
             else:
                 result = self._run_tool(call)
             self._running = None
-            self.on_event(ToolEnd(call, result, time.perf_counter() - started, refused=verdict in (DENY, UNANSWERED)))
+            self.on_event(ToolEnd(call, result, time.perf_counter() - started))
             if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
                 self._told_headless = True  # once per turn: how to let such calls run here
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))

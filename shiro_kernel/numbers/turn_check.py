@@ -126,7 +126,7 @@ class TurnNumbers:
         self._answer.feed(event)
         if isinstance(event, ToolEnd):
             self.inputs.append(call_inputs(event.call))
-            if not event.refused:  # a refusal's text says how to allow the call: nothing was computed
+            if not event.result.refused:  # a refusal's text says how to allow the call: nothing was computed
                 self.index.add_result(event.result)
 
     @property

@@ -54,6 +54,7 @@ class ToolRow:
     outputs: list[dict[str, Any]] = field(default_factory=list)  # what the call displayed
     progress: str = ""  # the running call's last progress line
     refused: bool = False  # not run: not approved (its whole first line says how to allow it)
+    stopped: bool = False  # stopped (by the user, the time limit, a restart) before or while it ran
     #: a cell change the call asked for (``notebook_edit`` …): kind, cell, added, removed, diff, status
     change: dict[str, Any] = field(default_factory=dict)
 
@@ -94,7 +95,8 @@ class TurnLog:
                     row.seconds = event.seconds
                     row.output = event.result.output
                     row.outputs = list(event.result.displays)
-                    row.refused = event.refused
+                    row.refused = event.result.refused
+                    row.stopped = event.result.stopped
                     change = event.result.meta.get("change")
                     row.change = dict(change) if isinstance(change, dict) else {}
                     break
@@ -371,6 +373,8 @@ def to_bundle_json(
                     "output": output,
                     "code": entry.code[:_OUTPUT_KEEP],
                     "outputs": kept,
+                    **({"refused": True} if entry.refused else {}),
+                    **({"stopped": True} if entry.stopped else {}),
                     **({"change": _kept_change(entry.change)} if entry.change else {}),
                 }
             )

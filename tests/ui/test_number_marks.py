@@ -341,9 +341,9 @@ def test_call_inputs_reads_the_arguments_values_not_the_json():
 
 def test_a_refused_calls_text_is_not_a_source():
     call = ToolCallPart("call_1", "shell", json.dumps({"command": "ls"}))
-    refusal = ToolResultPart("call_1", "shell", "Error: not approved — waited 600 s", is_error=True)
+    refusal = ToolResultPart("call_1", "shell", "Error: not approved — waited 600 s", is_error=True, refused=True)
     numbers = TurnNumbers()
-    for event in [ToolStart(call), ToolEnd(call, refusal, 0.0, refused=True), TextDelta("It took 600 s.")]:
+    for event in [ToolStart(call), ToolEnd(call, refusal, 0.0), TextDelta("It took 600 s.")]:
         numbers.feed(event)
     assert [(n["text"], n["found"]) for n in numbers.check("")] == [("600", False)]
 
