@@ -137,7 +137,7 @@ NO_NOTEBOOK = "this kernel does not know its notebook file (JupyterLab and nbcli
 
 
 def _export(agent: Agent, arg: str) -> str:
-    from .export import export_notebook
+    from .rerun.export import export_notebook
 
     if agent.notebook is None:
         return f"nothing to export: {NO_NOTEBOOK}"
@@ -145,7 +145,7 @@ def _export(agent: Agent, arg: str) -> str:
 
 
 def _check(agent: Agent, arg: str) -> str:
-    from .check import check_notebook
+    from .rerun.check import check_notebook
 
     if agent.notebook is None or not agent.notebook.is_file():
         return f"nothing to check: {NO_NOTEBOOK}"

@@ -36,6 +36,7 @@ RUN_BY_AGENT = (
 if TYPE_CHECKING:
     from .agent import Agent
     from .line import Line
+    from .rerun.sites import Ordinals
     from .ui.live import LiveController
 
 
@@ -89,7 +90,8 @@ class ShiroMagics(Magics):
         self.controller: LiveController | None = None
         #: the id of the cell running now, where the front end sends one (JupyterLab, Notebook 7)
         self.cell_id: str | None = None
-        self._ordinals: Any = None  # replay.sites.Ordinals, made on the first turn line
+        #: how many turns with each prompt this kernel started (made on the first turn line)
+        self._ordinals: Ordinals | None = None
 
     def remember_cell(self, info: Any) -> None:
         """IPython's ``pre_run_cell`` hook: which cell a ``%shiro`` line of it is typed in."""
@@ -149,8 +151,13 @@ class ShiroMagics(Magics):
         self._session_flags(agent, line)
         live = self._controller()
         if action == "turn":
-            line = self._placed(line)
-            if not line.again and (live is None or not live.busy) and self._replayed(line):
+            from .rerun.sites import Ordinals
+            from .rerun.turn_line import placed, replayed
+
+            if self._ordinals is None:
+                self._ordinals = Ordinals()
+            line = placed(line, self.cell_id, self._ordinals, agent.notebook)
+            if not line.again and (live is None or not live.busy) and replayed(self.shell, agent, self.settings, line):
                 return
         if live is not None and live.busy:
             if line.wait:  # wait for the running turn and everything queued before this one
@@ -181,72 +188,6 @@ class ShiroMagics(Magics):
         if limit is None and live is None and not kernel.widget_frontend(self.shell, "auto"):
             limit = HEADLESS_TURN_LIMIT_S  # headless (nbclient, papermill, terminal IPython): never forever
         run_blocking(agent, line, live=has_frontend(self.shell), limit_s=limit)
-
-    def _placed(self, line: Line) -> Line:
-        """``line`` with the cell it runs in and its place among this kernel's turns with its prompt."""
-        from dataclasses import replace
-
-        from .context.cells import read_notebook_shared
-        from .replay.sites import Ordinals
-
-        if self._ordinals is None:
-            self._ordinals = Ordinals()
-        nb = None
-        notebook = self.agent.notebook
-        if self.cell_id is not None and notebook is not None:
-            try:
-                nb = read_notebook_shared(notebook)
-            except (OSError, ValueError):  # no notebook on disk yet: the count in this kernel decides
-                nb = None
-        ordinal = self._ordinals.running(line.prompt, self.cell_id, nb)
-        return replace(line, cell_id=self.cell_id, ordinal=ordinal)
-
-    def _replayed(self, line: Line) -> bool:
-        """Replay the cell's recorded turn without the model when it has one that has not run in this kernel
-        (Restart & Run All, papermill, a colleague's copy): True when the cell is answered so (replayed, or
-        refused because the notebook is not trusted), False to ask the model."""
-        from .events import Recorded, TurnEnd, Usage
-        from .replay.cell import Refused, replay_cell
-        from .store.short_ids import short_id
-        from .ui.kernel import has_frontend
-        from .ui.text_view import TextView
-
-        agent, settings = self.agent, self.settings
-        found: dict[str, Any] = {}
-
-        def details() -> dict[str, Any]:
-            sid = found.get("session")
-            return {
-                "footer": "no model call",
-                "session_id": sid,
-                "resume": f"%shiro -r {short_id(sid)}" if sid else None,
-            }
-
-        view = TextView(live=has_frontend(self.shell), details=details)
-        outcome = replay_cell(
-            self.shell,
-            prompt=line.prompt,
-            cell_id=line.cell_id,
-            ordinal=line.ordinal,
-            setting="off" if settings.approval == "read-only" else settings.replay,
-            notebook_path=agent.notebook,
-            on_event=view,
-            store=agent.current.store,
-            seen=agent.turns_here,
-            tools=agent.tools,
-            end=False,
-            current=agent.current.session if agent.current.started else None,
-        )
-        if outcome is None:
-            return False
-        if isinstance(outcome, Refused):
-            print(outcome.text)
-            return True
-        agent.turns_here.add(outcome.found.turn_id)
-        found["session"] = outcome.found.session_id
-        view(Recorded(outcome.found.fields))  # the replay's bundle can be replayed again
-        view(TurnEnd("replayed", Usage(0, 0, None)))
-        return True
 
     def _session_flags(self, agent: Agent, line: Line) -> None:
         """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""

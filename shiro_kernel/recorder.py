@@ -3,7 +3,7 @@
 At :class:`~shiro_kernel.events.TurnEnd` — before the numbers check and the view see it, so the footer tells the
 truth — the turn is
 
-* recorded for replay (:func:`~shiro_kernel.replay.find.record_turn_end`: its messages and cell in the session,
+* recorded for replay (:func:`~shiro_kernel.rerun.find.record_turn_end`: its messages and cell in the session,
   its calls in the saved bundle, said by a :class:`~shiro_kernel.events.Recorded` event) and counted as run in
   this kernel (a rerun of its cell here asks the model);
 * saved: the record written before the footer says it is (a failure is one warning, the conversation kept in
@@ -23,7 +23,7 @@ from .current import SAVE_FAILED
 from .errors import StoreError
 from .events import Event, Notice, Recorded, TurnEnd
 from .line import Line
-from .replay.find import record_turn_end
+from .rerun.find import record_turn_end
 from .session import Session
 from .store.ids import uuid7
 from .tools import Tool

@@ -1,5 +1,5 @@
-"""``shiro export NOTEBOOK [-o OUT]`` (:mod:`shiro_kernel.export`) and ``shiro check NOTEBOOK``
-(:mod:`shiro_kernel.check`).
+"""``shiro export NOTEBOOK [-o OUT]`` (:mod:`shiro_kernel.rerun.export`) and ``shiro check NOTEBOOK``
+(:mod:`shiro_kernel.rerun.check`).
 
 Exit status: 0 when done (export) or when the notebook reproduces (check), 1 when it does not, 2 for a usage
 error (no such notebook, not a notebook, a kernel that does not start).
@@ -35,7 +35,7 @@ def _export_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _export_run(args: argparse.Namespace) -> int:
-    from ..export import export_notebook
+    from ..rerun.export import export_notebook
 
     try:
         result = export_notebook(args.notebook, args.output)
@@ -56,7 +56,7 @@ def _check_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _check_run(args: argparse.Namespace) -> int:
-    from ..check import check_notebook
+    from ..rerun.check import check_notebook
 
     try:
         result = check_notebook(args.notebook, timeout=args.timeout, kernel_name=args.kernel)

@@ -56,10 +56,11 @@ TURN_MODULES = (
     "shiro_kernel.ui.live",
     "shiro_kernel.ui.session_text",
     "shiro_kernel.line",
-    "shiro_kernel.replay.cell",  # every turn line first asks whether its cell has a turn to replay
-    "shiro_kernel.replay.plan",
-    "shiro_kernel.replay.sites",
-    "shiro_kernel.replay.find",
+    "shiro_kernel.rerun.turn_line",  # every turn line first asks whether its cell has a turn to replay
+    "shiro_kernel.rerun.replay_cell",
+    "shiro_kernel.rerun.replay_plan",
+    "shiro_kernel.rerun.sites",
+    "shiro_kernel.rerun.find",
     "filelock",
     "mistune",
     "concurrent.futures.thread",  # the stores' background thread

@@ -1,6 +1,6 @@
 """``notebook_check``: rerun the saved notebook top to bottom in a fresh kernel (its ``%shiro`` cells
 replayed, no model) and say which cells fail or now differ from their saved outputs — hidden state, an
-out-of-order dependency — as ``shiro check`` and ``%shiro /check`` do (:mod:`shiro_kernel.check`).
+out-of-order dependency — as ``shiro check`` and ``%shiro /check`` do (:mod:`shiro_kernel.rerun.check`).
 
 It runs the notebook's code (in a kernel of its own, not the user's), so it asks for approval like
 ``python``; it never touches the user's namespace, so a background turn runs it off the kernel's thread.
@@ -17,7 +17,7 @@ CHECK_TIMEOUT_S = 600
 
 
 def _run(args: dict[str, Any], ctx: ToolContext) -> str:
-    from ..check import check_notebook
+    from ..rerun.check import check_notebook
 
     path = ctx.notebook_path
     if path is None or not path.is_file():

@@ -15,7 +15,7 @@ from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "replay"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rerun"))
 from faultlog import record
 from replayutil import bundle, code_cell, notebook, turn_output, write
 

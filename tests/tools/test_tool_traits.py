@@ -23,7 +23,7 @@ from shiro_kernel import notebook
 from shiro_kernel.approval import APPROVE, ASK, DENY, decide
 from shiro_kernel.events import ToolEnd, ToolStart
 from shiro_kernel.notebook.channel import Channel
-from shiro_kernel.replay.plan import OMIT, SKIP, STOP, plan_from_messages, replay_fields
+from shiro_kernel.rerun.replay_plan import OMIT, SKIP, STOP, plan_from_messages, replay_fields
 from shiro_kernel.session import Session
 from shiro_kernel.store.autosave import Autosaver
 from shiro_kernel.store.sessions import SessionStore

@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import RequestError
-from .replay.find import Found, find_turn
-from .replay.plan import RUN, STOP, Plan
-from .replay.sites import COMMAND, SETUP, TURN, Site, notebook_sites, shiro_lines, source_text
+from ..errors import RequestError
+from .find import Found, find_turn
+from .replay_plan import RUN, STOP, Plan
+from .sites import COMMAND, SETUP, TURN, Site, notebook_sites, shiro_lines, source_text
 
 if TYPE_CHECKING:
-    from .store.sessions import SessionStore
+    from ..store.sessions import SessionStore
 
 MISSING = (
     "*The code of this turn could not be recovered: its output holds no replay information (saved by an older "
@@ -125,7 +125,7 @@ class _Cells:
 
 
 def _quote(prompt: str, whole: bool) -> str:
-    from .ui.sanitize import inert_markdown
+    from ..ui.sanitize import inert_markdown
 
     lines = prompt.splitlines() or [""]
     if whole:
@@ -158,7 +158,7 @@ def _turn(
     cells: _Cells, plan: Plan | None, prompt: str, whole: bool, shown: dict[str, list[dict[str, Any]]], keep_id: Any
 ) -> int:
     """The turn's Markdown cell and code cells; how many code cells."""
-    from .ui.sanitize import inert_markdown
+    from ..ui.sanitize import inert_markdown
 
     head = _quote(prompt, whole)
     if plan is None:
@@ -172,7 +172,7 @@ def _turn(
             cells.code(step.code, [dict(o) for o in shown.get(step.call_id, [])])
             made += 1
         elif step.action == STOP:
-            from .ui.sanitize import md_code
+            from ..ui.sanitize import md_code
 
             target = f" ({md_code(step.target)})" if step.target else ""
             cells.markdown(CHANGED.format(name=step.name, target=target))
@@ -229,7 +229,7 @@ class _Export:
             self.keep_id = None
 
     def turn(self, index: int, line: int, prompt: str, whole: bool) -> None:
-        from .replay.find import saved_turn
+        from .find import saved_turn
 
         site = self.sites.get((index, line))
         found: Found | None = None
@@ -270,7 +270,7 @@ def exported(
 
 
 def _reader(store: SessionStore | None) -> Loader:
-    from .replay.cell import _reader as reader
+    from .replay_cell import _reader as reader
 
     return reader(store)
 
@@ -281,9 +281,9 @@ def export_notebook(path: str | os.PathLike[str], out: str | os.PathLike[str] | 
     that is the notebook itself."""
     import warnings
 
+    from ..store import files
+    from ..store.sessions import SessionStore
     from .reading import read_saved
-    from .store import files
-    from .store.sessions import SessionStore
 
     source = Path(path)
     target = Path(out) if out is not None else default_out(source)

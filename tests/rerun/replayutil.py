@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from shiro_kernel.replay.plan import replay_fields
+from shiro_kernel.rerun.replay_plan import replay_fields
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
 TURN_MIME = "application/vnd.shiro.turn+json"

@@ -1,11 +1,11 @@
-"""Running a replay: a :class:`~.plan.Plan`'s python calls through the real ``python`` tool, in order, in the
+"""Running a replay: a :class:`~.replay_plan.Plan`'s python calls through the real ``python`` tool, in order, in the
 user's namespace, with the events a live turn emits — ``ToolStart``/``ToolEnd`` for each call (its result
 carries what the call displayed, so the views draw the row and its figures), the recorded answer as a
 ``TextDelta``, a ``Notice`` with the one line starting ``replayed``, and (``end=True``) a ``TurnEnd`` whose
 reason is ``replayed``. No model is called.
 
 A call that now raises (or fails, or is interrupted) stops the replay there; a call that changed something
-outside the kernel when recorded stops it before (see :mod:`.plan`). The line says how many calls re-ran,
+outside the kernel when recorded stops it before (see :mod:`.replay_plan`). The line says how many calls re-ran,
 what was skipped and where the replay stopped, where the turn came from, and how to ask the model instead::
 
     replayed 2 python calls of this turn without the model (recorded in session 0193ab2c-1f2a-7c3d); %shiro --again which region grew the most? asks the model instead
@@ -24,7 +24,7 @@ from typing import Any
 from ..events import Event, Notice, TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
 from ..store.short_ids import short_id
 from ..transcript import ToolCallPart, ToolResultPart
-from .plan import OMIT, RUN, SKIP, STOP, Plan, Step, call_status
+from .replay_plan import OMIT, RUN, SKIP, STOP, Plan, Step, call_status
 from .trust import again_hint
 
 RECORD, NOTEBOOK = "record", "notebook"

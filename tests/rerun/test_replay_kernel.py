@@ -25,7 +25,7 @@ from replayutil import (
 )
 
 from shiro_kernel import cli
-from shiro_kernel.check import check_notebook
+from shiro_kernel.rerun.check import check_notebook
 
 CSV = "month,amount\n1,10\n1,20\n2,40\n3,5\n"
 PNG = png(2, 3)

@@ -7,8 +7,8 @@ import base64
 
 from replayutil import bundle, call, code_cell, png, result, turn, turn_output
 
-from shiro_kernel.check import compare, diagnosis
-from shiro_kernel.reading import (
+from shiro_kernel.rerun.check import compare, diagnosis
+from shiro_kernel.rerun.reading import (
     Item,
     difference,
     display_view,
@@ -18,7 +18,7 @@ from shiro_kernel.reading import (
     reader_view,
     replayed_calls,
 )
-from shiro_kernel.replay.sites import Ordinals
+from shiro_kernel.rerun.sites import Ordinals
 
 
 def stream(text, name="stdout"):

@@ -1,5 +1,5 @@
 """``%load_ext standin_shiro``: a test-only ``%shiro`` that does what the integrated magic does first — replay
-the cell's recorded turn through :func:`shiro_kernel.replay.cell.replay_cell` — and never asks a model.
+the cell's recorded turn through :func:`shiro_kernel.rerun.replay_cell.replay_cell` — and never asks a model.
 
 The kernel tests use it to run the replay engine in real kernels (nbclient) before the magic is wired to
 it: it finds the running cell's turn as the magic will (no cell id from nbclient, ordinals counted per
@@ -16,8 +16,8 @@ from IPython.display import display
 
 from shiro_kernel.line import prompt_of as line_prompt
 from shiro_kernel.magics import claim_question_lines
-from shiro_kernel.replay.cell import Refused, replay_cell
-from shiro_kernel.replay.sites import Ordinals
+from shiro_kernel.rerun.replay_cell import Refused, replay_cell
+from shiro_kernel.rerun.sites import Ordinals
 from shiro_kernel.store.paths import notebook_path
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.ui.render import TURN_MIME, TurnLog, to_bundle_json, to_markdown, to_text

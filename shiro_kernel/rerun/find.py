@@ -30,7 +30,7 @@ from typing import Any
 
 from ..transcript import Message, messages_from_json
 from ..ui.render import TURN_MIME
-from .plan import Plan, fields_of, has_replay, plan_from_bundle, plan_from_messages, replay_fields
+from .replay_plan import Plan, fields_of, has_replay, plan_from_bundle, plan_from_messages, replay_fields
 from .sites import notebook_sites
 
 #: turns a record keeps (the oldest are dropped): a turn older than that is asked of the model again
@@ -100,7 +100,7 @@ def record_turn_end(
 ) -> dict[str, Any] | None:
     """At a turn's end: which messages it made and in which cell go into ``session.turns``; returns the
     replay fields its saved bundle carries (None when the turn ended before its prompt was sent)."""
-    from .plan import replay_fields
+    from .replay_plan import replay_fields
 
     span = new_span(session.messages, since=since, prompt=prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id)
     if span is None:

@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .context.restart import assigned_names
-from .errors import RequestError
+from ..context.restart import assigned_names
+from ..errors import RequestError
+from ..text import one_line
+from .find import bundles_of
 from .reading import difference, read_saved, reader_view, replayed_calls
-from .replay.find import bundles_of
-from .replay.plan import has_replay, plan_from_bundle
-from .replay.sites import notebook_sites, shiro_lines, source_text
-from .text import one_line
+from .replay_plan import has_replay, plan_from_bundle
+from .sites import notebook_sites, shiro_lines, source_text
 
 #: seconds one cell may run before it is interrupted
 CELL_TIMEOUT_S = 600.0

@@ -1,4 +1,4 @@
-"""How a reader compares a cell's outputs (``shiro check``, :mod:`shiro_kernel.check`): text results, errors,
+"""How a reader compares a cell's outputs (``shiro check``, :mod:`shiro_kernel.rerun.check`): text results, errors,
 and a turn's replayed calls' outputs and answer; images by their size in pixels, not their bytes;
 ``text/html`` (a DataFrame) by its text. Never execution counts, timings, memory addresses, ids, token counts
 or footers (:func:`normal_text` takes them out). And how ``shiro check`` and ``shiro export`` read the saved
@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .errors import RequestError
-from .replay.find import TURN_MIME
-from .replay.plan import has_replay, plan_from_bundle
-from .text import one_line
+from ..errors import RequestError
+from ..text import one_line
+from .find import TURN_MIME
+from .replay_plan import has_replay, plan_from_bundle
 
 #: characters of an output shown in a difference's line
 SNIPPET = 60
@@ -56,7 +56,7 @@ def read_saved(path: str | os.PathLike[str]) -> dict[str, Any]:
     export. Raises :class:`RequestError` with one line — ``no notebook at …`` or ``cannot read …: why`` — for a
     file that is missing, not a notebook, or nested too deeply (a 100,000-deep one overflows the JSON parser's
     recursion; a 500-deep one parses but would overflow the copies and nbformat's checks later)."""
-    from .context.cells import TooDeep, read_notebook
+    from ..context.cells import TooDeep, read_notebook
 
     try:
         nb = read_notebook(Path(path))

@@ -11,10 +11,10 @@ from nbformat.sign import NotebookNotary
 from replayutil import bundle, call, code_cell, notebook, result, shell, turn, turn_output, write
 
 from shiro_kernel.events import Notice, TextDelta, ToolEnd, ToolStart, TurnEnd
-from shiro_kernel.replay.cell import Refused, Replayed, replay_cell
-from shiro_kernel.replay.find import add_turn, new_span
-from shiro_kernel.replay.plan import plan_from_messages
-from shiro_kernel.replay.run import run_plan
+from shiro_kernel.rerun.find import add_turn, new_span
+from shiro_kernel.rerun.replay_cell import Refused, Replayed, replay_cell
+from shiro_kernel.rerun.replay_plan import plan_from_messages
+from shiro_kernel.rerun.replay_run import run_plan
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.ui.render import TurnLog, to_bundle_json

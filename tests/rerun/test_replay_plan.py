@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from replayutil import bundle, call, result, turn
 
-from shiro_kernel.replay.plan import (
+from shiro_kernel.rerun.replay_plan import (
     OMIT,
     RUN,
     SKIP,

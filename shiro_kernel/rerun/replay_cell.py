@@ -3,8 +3,9 @@ notebook is not trusted, or leave it to the model. This machine's session record
 they were recorded in (their ``notebookPath``): anywhere else the turn is the bundle's, and needs trust
 (:mod:`.trust`), as does a ``notebook`` setting made by a cell of the notebook itself.
 
-What the magic calls before it asks the model (the caller decides that the cell is a turn with a prompt,
-not ``--again``, and keeps the ids of the turns run or replayed in this kernel in ``seen``)::
+What a turn line calls before it asks the model (:func:`~.turn_line.replayed`; the caller decides that the
+cell is a turn with a prompt, not ``--again``, and keeps the ids of the turns run or replayed in this kernel
+in ``seen``)::
 
     outcome = replay_cell(shell, prompt=..., cell_id=..., ordinal=..., setting=config.replay,
                           notebook_path=agent.notebook, store=agent.current.store, seen=agent.turns_here,
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ..events import Event
 from .find import Found, find_turn
-from .run import NOTEBOOK, ReplayResult, run_plan
+from .replay_run import NOTEBOOK, ReplayResult, run_plan
 from .trust import (
     may_replay_from_notebook,
     may_replay_from_record,

@@ -10,7 +10,7 @@ from nbformat.sign import NotebookNotary
 from replayutil import code_cell, notebook, write
 
 from shiro_kernel.config import Shiro
-from shiro_kernel.replay.trust import (
+from shiro_kernel.rerun.trust import (
     may_replay_from_notebook,
     may_replay_from_record,
     notebook_trusted,
