@@ -1,0 +1,263 @@
+"""A value kept as it was before a step, at the cost it must have: :func:`keep`.
+
+* **Immutable values** (numbers, strings, bytes, ``None``, tuples and frozensets of them, functions, classes) are
+  kept by reference: nothing can change them.
+* **pandas objects** (DataFrame, Series, Index) are kept by ``copy(deep=False)`` under copy-on-write (pandas 3
+  always; pandas 2 when ``mode.copy_on_write`` is on): the copy shares the data until either side writes, so
+  the checkpoint costs about nothing and later only what the step writes. Without copy-on-write they are copied
+  whole.
+* **numpy arrays** are copied.
+* **Containers** (list, dict, set, deque …) holding only immutable values are copied one level; others deep, with
+  the pandas objects inside kept as above (the copy's memo is given their cheap copies first).
+* **What cannot be copied** — a module's state, an open file, a socket, a database connection, a generator, a lock,
+  a thread, an object on a GPU — and anything over the size budget (``Shiro.undo_max_mb``) is :class:`NotKept`,
+  with the reason, before the call runs.
+
+Sizes are measured without copying (a bounded walk): a container too big is refused before any work.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import io
+import itertools
+import sqlite3
+import sys
+import threading
+import types
+from dataclasses import dataclass
+from typing import Any
+
+#: values nothing can change: kept by reference
+_IMMUTABLE: tuple[type, ...] = (int, float, complex, bool, str, bytes, range, type(None), type(Ellipsis), slice)
+_IMMUTABLE += (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)
+#: containers copied by the copy module (one level when their items are immutable)
+_CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
+#: the most items a size walk looks at before it calls a container too big to walk (and so not kept)
+WALK_LIMIT = 2_000_000
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A value as it was: ``value`` (to bind again), how it was kept, and its extra memory in bytes."""
+
+    value: Any
+    how: str  # reference | shallow (copy-on-write) | copy | deep copy
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Absent:
+    """The name did not exist before the step: taking the step back deletes it."""
+
+
+@dataclass(frozen=True)
+class NotKept:
+    """The value could not be kept: ``why``, in words (``a sqlite3.Connection cannot be copied``)."""
+
+    why: str
+
+
+Saved = Kept | Absent | NotKept
+
+
+def keep(value: Any, budget: int) -> Kept | NotKept:
+    """``value`` kept for undo (see the module), or why it cannot be; ``budget``: the bytes it may take."""
+    why = uncopyable(value)
+    if why:
+        return NotKept(why)
+    if _immutable(value):
+        return Kept(value, "reference", 0)
+    if _is_pandas(value):
+        return _keep_pandas(value, budget)
+    if _is_numpy(value):
+        if value.nbytes > budget:
+            return NotKept(_over(value.nbytes, budget))
+        return Kept(value.copy(), "copy", int(value.nbytes))
+    if isinstance(value, _CONTAINERS) and _flat(value):  # one level copies it whole: measured, not walked
+        size = _flat_size(value)
+        if size > budget:
+            return NotKept(_over(size, budget))
+        return Kept(_copy_flat(value), "copy", size)
+    size = size_of(value, budget)
+    if size is None:
+        return NotKept(_over(budget + 1, budget, unknown=True))
+    if size > budget:
+        return NotKept(_over(size, budget))
+    try:
+        return Kept(copy.deepcopy(value, _cheap_memo(value)), "deep copy", size)
+    except Exception as exc:  # an object that refuses to be copied (a lock inside, a C object)
+        return NotKept(f"a {_kind(value)} cannot be copied ({type(exc).__name__}: {str(exc)[:80]})")
+
+
+def uncopyable(value: Any) -> str:
+    """Why ``value`` cannot be kept at all ('' when it can): what it is, in words."""
+    if isinstance(value, types.ModuleType):
+        return "a module: its attributes are not copied"
+    if isinstance(value, io.IOBase):
+        return "an open file"
+    if isinstance(value, (sqlite3.Connection, sqlite3.Cursor)):
+        return f"a {type(value).__module__}.{type(value).__name__} cannot be copied"
+    if isinstance(value, (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)):
+        return "a generator: where it stands cannot be copied"
+    if isinstance(value, (threading.Thread, type(threading.Lock()), type(threading.RLock()))):
+        return f"a {type(value).__name__} cannot be copied"
+    module = type(value).__module__ or ""
+    if module.startswith("socket") or type(value).__name__ in ("socket", "SSLSocket"):
+        return "a socket cannot be copied"
+    device = getattr(value, "device", None)  # torch, cupy, jax: an object on a GPU is not copied to memory here
+    if device is not None and module.split(".")[0] in ("torch", "cupy", "jax", "jaxlib") and "cpu" not in str(device):
+        return f"an object on {device} is not copied"
+    if "connection" in type(value).__name__.lower() or type(value).__name__.lower() == "engine":
+        return f"a {module}.{type(value).__name__} (a connection) cannot be copied"
+    return ""
+
+
+def size_of(value: Any, limit: int) -> int | None:
+    """The bytes ``value`` holds, walked without copying (pandas and numpy by their own count); None when the
+    walk passes :data:`WALK_LIMIT` items (too big to walk, so too big to keep)."""
+    seen: set[int] = set()
+    stack = [value]
+    total = items = 0
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        items += 1
+        if items > WALK_LIMIT:
+            return None
+        if _is_pandas(v):
+            total += int(_pandas_bytes(v))
+        elif _is_numpy(v):
+            total += int(v.nbytes)
+        else:
+            total += sys.getsizeof(v, 64)
+            if isinstance(v, dict):
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            elif isinstance(v, (list, tuple, set, frozenset, collections.deque)):
+                stack.extend(v)
+            elif hasattr(v, "__dict__") and not isinstance(v, type):
+                stack.append(vars(v))
+        if total > limit:
+            return total
+    return total
+
+
+def _keep_pandas(value: Any, budget: int) -> Kept | NotKept:
+    if _copy_on_write():
+        return Kept(value.copy(deep=False), "shallow (copy-on-write)", 0)
+    size = int(_pandas_bytes(value))
+    if size > budget:
+        return NotKept(_over(size, budget))
+    return Kept(value.copy(deep=True), "copy", size)
+
+
+def _copy_on_write() -> bool:
+    pandas = sys.modules["pandas"]  # a pandas object was met: pandas is imported (and no stub is needed here)
+    major = int(pandas.__version__.split(".")[0])
+    if major >= 3:
+        return True
+    return bool(getattr(pandas.options.mode, "copy_on_write", False) is True)
+
+
+def _pandas_bytes(value: Any) -> int:
+    try:
+        usage = value.memory_usage(index=True, deep=False)
+        return int(usage.sum() if hasattr(usage, "sum") else usage)
+    except Exception:  # an Index of some kinds, an extension array
+        return int(getattr(value, "nbytes", 0) or 0)
+
+
+def _is_pandas(value: Any) -> bool:
+    module, name = type(value).__module__ or "", type(value).__name__
+    return (module == "pandas" or module.startswith("pandas.")) and (name in ("DataFrame", "Series") or "Index" in name)
+
+
+def _is_numpy(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and type(value).__name__ in ("ndarray", "matrix", "recarray")
+
+
+def _immutable(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, _IMMUTABLE):
+        return True
+    if isinstance(value, (tuple, frozenset)) and depth < 4 and len(value) <= 10_000:
+        return all(_immutable(v, depth + 1) for v in value)
+    return False
+
+
+#: the immutable types met most, checked by one lookup (the others by :func:`_immutable`)
+_SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
+def _flat(value: Any) -> bool:
+    """A container whose items (and, for a dict, keys) are all immutable: a one-level copy keeps it whole."""
+    parts = [value.keys(), value.values()] if isinstance(value, dict) else [value]
+    scalars = _SCALARS
+    for part in parts:
+        for v in part:
+            if type(v) not in scalars and not _immutable(v):
+                return False
+    return True
+
+
+def _flat_size(value: Any) -> int:
+    """The bytes of a container of immutable items: its own, and its items' measured on a sample."""
+    n = len(value)
+    items = list(itertools.islice(value.items() if isinstance(value, dict) else value, 1000))
+    sample = (
+        sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in items)
+        if isinstance(value, dict)
+        else sum(sys.getsizeof(v) for v in items)
+    )
+    return sys.getsizeof(value) + (sample * n // len(items) if items else 0)
+
+
+def _copy_flat(value: Any) -> Any:
+    if isinstance(value, collections.defaultdict):
+        return collections.defaultdict(value.default_factory, value)
+    return copy.copy(value)
+
+
+def _cheap_memo(value: Any) -> dict[int, Any]:
+    """A deep copy's memo given the cheap copies of the pandas objects inside ``value`` (copy-on-write)."""
+    if not _copy_on_write_available():
+        return {}
+    memo: dict[int, Any] = {}
+    stack = [value]
+    seen: set[int] = set()
+    while stack and len(seen) < WALK_LIMIT:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        if _is_pandas(v):
+            memo[id(v)] = v.copy(deep=False)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple, set, frozenset, collections.deque)):
+            stack.extend(v)
+    return memo
+
+
+def _copy_on_write_available() -> bool:
+    if "pandas" not in sys.modules:
+        return False
+    return _copy_on_write()
+
+
+def _kind(value: Any) -> str:
+    t = type(value)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def _over(size: int, budget: int, *, unknown: bool = False) -> str:
+    mb = budget / 1_000_000
+    if unknown:
+        return f"too big to measure within Shiro.undo_max_mb ({mb:,.0f} MB)"
+    return f"{size / 1_000_000:,.0f} MB, over Shiro.undo_max_mb ({mb:,.0f} MB)"
+
+
+__all__ = ["Absent", "Kept", "NotKept", "Saved", "keep", "size_of", "uncopyable"]

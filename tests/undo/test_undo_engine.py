@@ -1,0 +1,135 @@
+"""The undo engine without a kernel: which names code touches, how values are kept, and taking steps back
+(a namespace dict stands in for the kernel's; tests/undo/test_undo_kernel.py runs real kernels)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from shiro_kernel.undo.journal import Journal
+from shiro_kernel.undo.names import touched
+from shiro_kernel.undo.snapshot import Kept, NotKept, keep
+
+
+@pytest.mark.parametrize(
+    ("code", "names"),
+    [
+        ("df.dropna(inplace=True)", {"df"}),
+        ('df["c"] = df["a"] * 2', {"df"}),
+        ("df.loc[0, 'a'] = 1", {"df"}),
+        ('df["a"].fillna(0, inplace=True)', {"df"}),
+        ("rows.append(3)", {"rows"}),
+        ("arr *= 2", {"arr"}),
+        ("np.add(a, b, out=c)", {"c", "np"}),
+        ("np.random.shuffle(arr)", {"arr", "np"}),
+        ("x, (y, z) = 1, (2, 3)", {"x", "y", "z"}),
+        ("del old", {"old"}),
+        ("import pandas as pd", {"pd"}),
+        ("def f():\n    global q\n    q = 1\n    items.append(q)", {"f", "q", "items"}),
+        ("for i in range(3):\n    lst[i] = i", {"i", "lst"}),
+        ("obj.attr = 1", {"obj"}),
+        ("with open(p) as fh:\n    text = fh.read()", {"fh", "text"}),
+        ("helper(frame)", {"frame"}),  # a function of the user's may change what it is given
+    ],
+)
+def test_the_names_code_may_change(code, names):
+    assert touched(code).names == frozenset(names)
+
+
+def test_reading_code_touches_nothing():
+    assert touched("print(len(df)); df.head(); arr.mean(); sorted(rows)").names == frozenset()
+
+
+@pytest.mark.parametrize(("code", "why"), [("exec(s)", "exec()"), ("globals()['x'] = 1", "globals()"), ("x +=", "read")])
+def test_what_may_change_names_unseen_is_said(code, why):
+    assert why in touched(code).unseen
+
+
+def test_pandas_is_kept_by_copy_on_write_and_stays_intact():
+    df = pd.DataFrame({"a": [1.0, None, 3.0]})
+    kept = keep(df, 10**9)
+    assert isinstance(kept, Kept) and kept.how == "shallow (copy-on-write)" and kept.nbytes == 0
+    df.loc[0, "a"] = -1
+    df.dropna(inplace=True)
+    assert kept.value["a"].tolist()[0] == 1.0 and len(kept.value) == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (sqlite3.connect(":memory:"), "sqlite3.Connection cannot be copied"),
+        ((x for x in range(3)), "a generator"),
+        (open(__file__), "an open file"),
+        (pytest, "a module"),
+    ],
+)
+def test_what_cannot_be_copied_is_named(value, why):
+    kept = keep(value, 10**9)
+    assert isinstance(kept, NotKept) and why in kept.why
+
+
+def test_a_value_over_the_budget_is_named_with_its_size():
+    kept = keep(np.zeros(2_000_000), 1_000_000)  # 16 MB against 1 MB
+    assert isinstance(kept, NotKept) and "16 MB, over Shiro.undo_max_mb (1 MB)" in kept.why
+
+
+def test_taking_back_restores_removes_and_names_what_it_cannot(tmp_path: Path):
+    ns = {
+        "df": pd.DataFrame({"a": [1.0, None, 3.0]}),
+        "rows": [1, 2],
+        "arr": np.arange(4.0),
+        "conn": sqlite3.connect(":memory:"),
+        "nested": {"k": [1, [2, 3]]},
+    }
+    before = {"df": ns["df"].copy(), "rows": [1, 2], "arr": np.arange(4.0), "nested": {"k": [1, [2, 3]]}}
+    journal = Journal(lambda: 1024)
+    code = "df.dropna(inplace=True)\nrows.append(3)\narr *= 2\nnew = 5\nconn.execute('select 1')\nnested['k'][1].append(4)"
+    journal.names("t1", "c1", "python", touched(code), ns)
+    exec(code, ns)
+    report = journal.take_back(journal.last_turn(), ns)
+    assert ns["df"].equals(before["df"]) and ns["rows"] == [1, 2] and (ns["arr"] == before["arr"]).all()
+    assert ns["nested"] == before["nested"] and "new" not in ns
+    assert report.restored == ["arr", "df", "nested", "rows"] and report.removed == ["new"]
+    assert report.not_restored == ["conn (a sqlite3.Connection cannot be copied)"]
+    assert "The user took back" in journal.note() and journal.note() == ""  # told once
+
+
+def test_files_come_back_and_a_created_file_goes(tmp_path: Path):
+    kept, made = tmp_path / "kept.csv", tmp_path / "made.csv"
+    kept.write_text("old")
+    journal = Journal(lambda: 1024)
+    journal.files("t1", "c1", "write_file", [kept])
+    kept.write_text("new")
+    journal.files("t1", "c2", "write_file", [made])
+    made.write_text("x")
+    journal.files("t1", "c3", "edit_file", [kept])
+    kept.write_text("newer")
+    report = journal.take_back(journal.last_turn(), {})
+    assert kept.read_text() == "old" and not made.exists()
+    assert sorted(report.files) == ["kept.csv restored", "made.csv removed (the steps made it)"]
+
+
+def test_the_oldest_turn_is_dropped_to_stay_within_the_budget():
+    journal = Journal(lambda: 10)  # 10 MB
+    ns = {"a": np.zeros(1_000_000), "b": np.zeros(1_000_000)}  # 8 MB each
+    journal.names("t1", "c1", "python", touched("a += 1"), ns)
+    journal.names("t2", "c2", "python", touched("b += 1"), ns)
+    assert [s.turn_id for s in journal.steps] == ["t2"]
+    (said,) = journal.said()
+    assert "older turn (1 steps, 8 MB) were dropped to stay within Shiro.undo_max_mb (10 MB)" in said
+
+
+def test_a_step_and_those_after_it():
+    journal = Journal(lambda: 1024)
+    ns = {"x": 1}
+    for n in range(1, 4):
+        journal.names("t1", f"c{n}", "python", touched(f"x = {n + 1}"), ns)
+        ns["x"] = n + 1
+    steps = journal.since("c2")
+    assert steps is not None and [s.call_id for s in steps] == ["c3", "c2"]
+    journal.take_back(steps, ns)
+    assert ns["x"] == 2 and journal.undoable() == ["c1"] and journal.since("c9") is None
