@@ -26,6 +26,7 @@ import sqlite3
 import sys
 import threading
 import types
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,10 +77,10 @@ def keep(value: Any, budget: int) -> Kept | NotKept:
             return NotKept(_over(value.nbytes, budget))
         return Kept(value.copy(), "copy", int(value.nbytes))
     if isinstance(value, _CONTAINERS) and _flat(value):  # one level copies it whole: measured, not walked
-        size = _flat_size(value)
-        if size > budget:
-            return NotKept(_over(size, budget))
-        return Kept(_copy_flat(value), "copy", size)
+        flat = _flat_size(value)
+        if flat > budget:
+            return NotKept(_over(flat, budget))
+        return Kept(_copy_flat(value), "copy", flat)
     size = size_of(value, budget)
     if size is None:
         return NotKept(_over(budget + 1, budget, unknown=True))
@@ -194,7 +195,7 @@ _SCALARS = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 def _flat(value: Any) -> bool:
     """A container whose items (and, for a dict, keys) are all immutable: a one-level copy keeps it whole."""
-    parts = [value.keys(), value.values()] if isinstance(value, dict) else [value]
+    parts: list[Iterable[Any]] = [value.keys(), value.values()] if isinstance(value, dict) else [value]
     scalars = _SCALARS
     for part in parts:
         for v in part:
