@@ -14,12 +14,12 @@ __all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    from .magics import load
+    from .extension import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    from .magics import unload
+    from .extension import unload
 
     unload(ipython)

@@ -4,7 +4,8 @@ The grammar is :data:`OPTIONS`: the magic's help (``%shiro?``) is built from it,
 with it, and a rerun of the notebook reads a saved cell's lines with it (:func:`prompt_of`), so the three
 never disagree. Options are read only at the start of the line; the rest is the prompt, kept exactly as typed
 (apostrophes, quotes, a trailing ``?``), which a shell-style split of the whole line would break. ``--`` ends
-the options.
+the options. IPython reads a line ending in ``?`` as a help request, so :func:`claim_questions` rewrites a
+``%shiro … ?`` line into a direct magic call before IPython reads it (``%shiro?`` alone stays the help).
 
 The magic (a blocking turn) and the live controller (a background turn, a queued prompt) both act on the
 parsed :class:`Line`, and :attr:`Line.action` is the one place that decides what a line does:
@@ -18,6 +19,7 @@ parsed :class:`Line`, and :attr:`Line.action` is the one place that decides what
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -147,4 +149,43 @@ def prompt_of(text: str) -> str | None:
         return None
 
 
-__all__ = ["GIVE_A_PROMPT", "OPTIONS", "Action", "Line", "Option", "parse", "prompt_of"]
+# -- "%shiro why is it slow?": a prompt, not IPython's help request ------------------------------------
+_QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
+
+
+def question(source_line: str) -> tuple[str, str] | None:
+    """``(indent, argument)`` of a ``%shiro … ?`` line of a cell's source, which IPython would read as a help
+    request (it ends in ``?``), else None. ``%shiro?`` alone is the help, and a ``%%shiro`` line is IPython's."""
+    match = _QUESTION.match(source_line.rstrip("\n"))
+    if match is None or not source_line.rstrip().endswith("?") or source_line.lstrip().startswith("%%"):
+        return None
+    indent, argument = match.groups()
+    return indent, argument
+
+
+def claim_questions(lines: list[str]) -> list[str]:
+    """A cell's source lines with each ``%shiro … ?`` line rewritten into a direct magic call, so the prompt
+    reaches the agent instead of IPython's help (an input transformer's work, before IPython reads the ``?``)."""
+    out = []
+    for line in lines:
+        found = question(line)
+        if found:
+            indent, argument = found
+            newline = "\n" if line.endswith("\n") else ""
+            out.append(f"{indent}get_ipython().run_line_magic('shiro', {argument!r}){newline}")
+        else:
+            out.append(line)
+    return out
+
+
+__all__ = [
+    "GIVE_A_PROMPT",
+    "OPTIONS",
+    "Action",
+    "Line",
+    "Option",
+    "claim_questions",
+    "parse",
+    "prompt_of",
+    "question",
+]

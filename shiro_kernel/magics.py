@@ -1,17 +1,18 @@
-"""``%shiro`` and ``%%shiro``: a thin skin that parses the line and hands it on.
+"""``%shiro`` and ``%%shiro``: a thin skin that parses the line, calls plain functions, and displays.
 
 The line's grammar is :mod:`shiro_kernel.line`'s; ``%shiro?`` shows the help built from it with IPython's
-``magic_arguments``.
+``magic_arguments``, and :func:`claim_question_lines` keeps a ``%shiro … ?`` line a prompt.
 
-A turn runs in the background with a live view when a widget frontend is connected
-(:class:`~shiro_kernel.ui.live.LiveController`), else on this thread
+A turn line first asks the rerun wing whether its cell's recorded turn replays without the model
+(:mod:`shiro_kernel.rerun.turn_line`). A turn runs in the background with a live view when a widget frontend
+is connected (:class:`~shiro_kernel.ui.live.LiveController`), else on this thread
 (:func:`~shiro_kernel.ui.text_view.run_blocking`); slash commands go to :mod:`shiro_kernel.commands`.
-A :class:`~shiro_kernel.errors.ShiroError` becomes one ``UsageError`` line here, and only here.
+A :class:`~shiro_kernel.errors.ShiroError` becomes one ``UsageError`` line here, and only here. What
+``%load_ext`` sets up around the magics, and ``%unload_ext`` undoes, is :mod:`shiro_kernel.extension`'s.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -262,108 +263,13 @@ def warm_options() -> None:
     parse_line("--wait hi")
 
 
-# -- claiming "%shiro why is it slow?" from IPython's help syntax --------------------------------------
-_QUESTION = re.compile(r"^(\s*)%shiro\s+(.*\S)\s*$")
-
-
-def _question(line: str) -> re.Match[str] | None:
-    """The match of a ``%shiro … ?`` line IPython would read as a help request, else None."""
-    match = _QUESTION.match(line.rstrip("\n"))
-    return match if match and line.rstrip().endswith("?") and not line.lstrip().startswith("%%") else None
-
-
 def claim_question_lines(lines: list[str]) -> list[str]:
-    """IPython reads a line ending in ``?`` as a help request; rewrite ``%shiro ... ?`` lines into a
-    direct magic call so the prompt reaches the agent. ``%shiro?`` alone still shows the help."""
-    if _parser is None and any("shiro" in line for line in lines):
-        options_parser()  # the help ``%shiro?`` shows is complete before IPython reads it
-    out = []
-    for line in lines:
-        match = _question(line)
-        if match:
-            indent, arg = match.groups()
-            newline = "\n" if line.endswith("\n") else ""
-            out.append(f"{indent}get_ipython().run_line_magic('shiro', {arg!r}){newline}")
-        else:
-            out.append(line)
-    return out
+    """IPython's input transformer for ``%shiro … ?`` lines (:func:`shiro_kernel.line.claim_questions`: a prompt,
+    not a help request). A cell that names ``shiro`` first has the help built, complete before IPython reads a
+    ``%shiro?``."""
+    if not any("shiro" in line for line in lines):
+        return lines
+    options_parser()
+    from .line import claim_questions
 
-
-LOADED_TOO_LATE = (
-    "shiro: IPython read this whole cell before the extension was loaded, so its `%shiro … ?` line was taken "
-    "as a help request and not sent; run the %shiro line again, in a cell of its own"
-)
-
-
-def _asked_in_this_cell(shell: Any) -> bool:
-    """Whether the cell running ``%load_ext`` holds a ``%shiro … ?`` line: IPython transformed it into a help
-    request before the claim above existed, and no cleaner hook can take it back (the cell is compiled)."""
-    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    raw = getattr(getattr(result, "info", None), "raw_cell", None)
-    return isinstance(raw, str) and "?" in raw and any(_question(line) for line in raw.splitlines())
-
-
-def load(shell: Any) -> None:
-    """``%load_ext shiro_kernel``: register the magics and the ``?`` claim, watch for a widget frontend,
-    and start importing ``openai`` off the main thread."""
-    if any(isinstance(m, ShiroMagics) for m in shell.magics_manager.registry.values()):
-        return  # loaded already
-    config = next((c for c in shell.configurables if isinstance(c, Shiro)), None)
-    if config is None:
-        config = Shiro(parent=shell)
-        shell.configurables.append(config)
-    magics = ShiroMagics(shell, config)
-    shell.register_magics(magics)
-    shell.events.register("pre_run_cell", magics.remember_cell)
-    if claim_question_lines not in shell.input_transformers_cleanup:
-        shell.input_transformers_cleanup.append(claim_question_lines)
-    from . import stops
-    from .provider import warmup
-    from .ui import kernel
-
-    kernel.watch_comm_opens(shell)
-    stops.install(shell, magics.kernel_ending)  # a restart during a turn is told as one, not as the user's Stop
-    _open_notebook_channel(shell)
-    warmup.start(warm_options, base_url=lambda: config.base_url)
-    if _asked_in_this_cell(shell):
-        print(LOADED_TOO_LATE, file=sys.stderr)
-
-
-def _open_notebook_channel(shell: Any) -> None:
-    """In a Jupyter kernel, open the comm the labextension answers (docs/notebook-protocol.md): its hello
-    arrives when this cell ends, so the first turn already knows whether the live document can be edited."""
-    if type(shell).__name__ != "ZMQInteractiveShell":
-        return
-    from .notebook import live_notebook
-    from .store.paths import notebook_path
-
-    live = live_notebook(shell)
-    if live is not None:
-        path = notebook_path(getattr(shell, "user_ns", None))
-        live.channel.open(str(path) if path else None)
-
-
-def unload(shell: Any) -> None:
-    """``%unload_ext shiro_kernel``: undo everything :func:`load` did (and what turns set up since)."""
-    from .ui import kernel
-
-    registry = shell.magics_manager.registry
-    magics = registry.pop("ShiroMagics", None)
-    if isinstance(magics, ShiroMagics):
-        magics.close()
-        try:
-            shell.events.unregister("pre_run_cell", magics.remember_cell)
-        except ValueError:  # not registered (an older load of this module)
-            pass
-    for kind in ("line", "cell"):
-        table = shell.magics_manager.magics[kind]
-        if getattr(table.get("shiro"), "__self__", None) is magics:
-            table.pop("shiro", None)
-    if claim_question_lines in shell.input_transformers_cleanup:
-        shell.input_transformers_cleanup.remove(claim_question_lines)
-    shell.configurables[:] = [c for c in shell.configurables if not isinstance(c, Shiro)]
-    kernel.unwatch_comm_opens(shell)
-    kernel.uninstall_interrupt_handler(shell)
-    from .notebook import detach
-
-    detach(shell)
+    return claim_questions(lines)

@@ -113,7 +113,7 @@ def test_a_question_in_the_cell_that_loads_the_extension_says_why_it_was_not_sen
     do instead of leaving the user with IPython's line alone (issue 29, point 7)."""
     from IPython.core.interactiveshell import InteractiveShell
 
-    from shiro_kernel.magics import LOADED_TOO_LATE
+    from shiro_kernel.extension import LOADED_TOO_LATE
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-shell")
     monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)

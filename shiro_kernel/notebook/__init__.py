@@ -49,6 +49,20 @@ def _client_of(shell: Any) -> str | None:
     return session if isinstance(session, str) and session else None
 
 
+def open_channel(shell: Any) -> None:
+    """In a Jupyter kernel, open the comm the labextension answers (docs/notebook-protocol.md) at
+    ``%load_ext``: its hello arrives when that cell ends, so the first turn already knows whether the live
+    document can be edited."""
+    if type(shell).__name__ != "ZMQInteractiveShell":
+        return
+    from ..store.paths import notebook_path
+
+    live = live_notebook(shell)
+    if live is not None:
+        path = notebook_path(getattr(shell, "user_ns", None))
+        live.channel.open(str(path) if path else None)
+
+
 def run_by_agent(shell: Any, cell_id: str | None) -> bool:
     """Is cell ``cell_id`` being run by the agent's own ``notebook_run`` (so a ``%shiro`` line in it must not
     start a turn inside the running one)?"""
@@ -75,4 +89,4 @@ def detach(shell: Any) -> None:
             pass
 
 
-__all__ = ["Channel", "LiveNotebook", "attach", "detach", "live_notebook", "run_by_agent"]
+__all__ = ["Channel", "LiveNotebook", "attach", "detach", "live_notebook", "open_channel", "run_by_agent"]
