@@ -120,7 +120,7 @@ def notebook_rows() -> list[tuple[str, str]]:
     figures is megabytes of JSON. Read when it changed; the fingerprint kept when it did not."""
     import base64
 
-    from shiro_kernel.context import cells
+    from shiro_kernel.context import cell_changes
 
     figure = base64.b64encode(os.urandom(300_000)).decode()  # ~400 KB of PNG as a notebook stores it
     nb_cells = [
@@ -141,10 +141,10 @@ def notebook_rows() -> list[tuple[str, str]]:
 
     def changed() -> None:
         os.utime(path)  # a new mtime: read again
-        cells.fingerprint(path)
+        cell_changes.fingerprint(path)
 
     cold = median_ms(changed)
-    warm = median_ms(lambda: cells.fingerprint(path))
+    warm = median_ms(lambda: cell_changes.fingerprint(path))
     size = path.stat().st_size / 1e6
     return [
         (f"cell fingerprint of a {size:.0f} MB notebook (30 figures), changed since the last look", f"{cold:.1f} ms"),

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shiro_kernel.context import rules
-from shiro_kernel.context.measure import estimate_tokens
+from shiro_kernel.context.estimate import estimate_tokens
 from shiro_kernel.context.meter import TokenMeter
 from shiro_kernel.context.prune import prune_to_fit
 from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart

@@ -23,8 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Shiro, agent_variant
-from .context import cells as cell_changes
-from .context import restart
+from .context import cell_changes, restart
 from .context.instructions import read_instructions
 from .context.prompt import build_system_prompt
 from .current import Current

@@ -18,7 +18,7 @@ from .context.wire_copy import WireState
 from .errors import CorruptFile, RequestError, StoreError
 from .session import Session
 from .store.autosave import Autosaver
-from .store.live import Lease
+from .store.lease import Lease
 from .store.sessions import SessionStore
 from .store.short_ids import short_id
 from .ui.session_text import resumed_line
@@ -157,9 +157,9 @@ class Current:
 
     def snapshot_cells(self, notebook: Path | None) -> None:
         """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
-        from .context import cells
+        from .context import cell_changes
 
-        rows = cells.fingerprint(notebook)
+        rows = cell_changes.fingerprint(notebook)
         if rows is not None and rows != self.session.cells:
             self.session.cells = rows
             if self.session.messages:

@@ -31,7 +31,7 @@ class Session:
     model: str | None = None
     #: tools the user allowed for the rest of this session with "Always"
     always_allowed: set[str] = field(default_factory=set)
-    #: the notebook's cell fingerprint at the end of the last turn (``context.cells.fingerprint``)
+    #: the notebook's cell fingerprint at the end of the last turn (``context.cell_changes.fingerprint``)
     cells: list[dict[str, Any]] | None = None
     #: which messages each turn made, and in which cell (``rerun.find.TurnSpan`` as JSON): what a rerun of
     #: the notebook replays without the model

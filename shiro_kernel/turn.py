@@ -33,7 +33,7 @@ from .approval import (
     refusal,
 )
 from .context import rules
-from .context.measure import DEFAULT_THRESHOLD
+from .context.estimate import DEFAULT_THRESHOLD
 from .context.rules import detach_provider_items
 from .context.wire_copy import WireCopy, WireState
 from .errors import ProviderError, TurnTimeout

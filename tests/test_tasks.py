@@ -147,7 +147,7 @@ def test_progress_bar() -> None:
 def test_rounding_is_the_seeds_half_up() -> None:
     """The seed's ``Math.round`` rounds .5 up, Python's ``round`` to even (issue 29, point 12): 1/16 done is
     2.5 of 40 and draws 3 ``#``; 3/16 (7.5) draws 8 either way; a context 0.5 % full shows 1 %."""
-    from shiro_kernel.context.measure import percent
+    from shiro_kernel.context.estimate import percent
 
     def bar(done: int, total: int) -> str:
         tasks = TaskList()

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import ProviderError
 from ..transcript import Message
 from . import rules
-from .measure import DEFAULT_THRESHOLD
+from .estimate import DEFAULT_THRESHOLD
 from .prune import prune_to_fit
 
 #: the seed's /compact system prompt, verbatim

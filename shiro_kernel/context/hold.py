@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..transcript import Message, ReasoningPart
-from .measure import tokens_of
+from .estimate import tokens_of
 from .meter import Record
 from .prune import PruneResult
 from .rules import detached

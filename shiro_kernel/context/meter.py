@@ -1,7 +1,7 @@
 """The session's meter: each message measured once for the session's life, for the context meter and for
 pruning.
 
-* :class:`Record`: one message as measured — its serialised length (:mod:`~shiro_kernel.context.measure`),
+* :class:`Record`: one message as measured — its serialised length (:mod:`~shiro_kernel.context.estimate`),
   and what the wire copy's plan would leave of it before a rung's tail (no tool content, no reasoning, no
   ids) or in the reasoning-only plan (no reasoning, no ids), with those copies built the first time a
   request needs them.
@@ -13,7 +13,7 @@ pruning.
   messages; :func:`wire_ready` says from the scan whether a step may skip the repair, image and size passes.
 
 The session (:mod:`shiro_kernel.session`) keeps one meter; the pruning ladder
-(:mod:`~shiro_kernel.context.prune`) reads it. Imports nothing above the transcript but the measure, the
+(:mod:`~shiro_kernel.context.prune`) reads it. Imports nothing above the transcript but the estimate, the
 history rules, the wire limits and the digest, none of which does either.
 """
 
@@ -24,7 +24,7 @@ from bisect import bisect_left
 from ..transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
 from . import limits
 from .digest import Digest
-from .measure import (
+from .estimate import (
     ITEM_ID_CHARS,
     MESSAGE_CHARS,
     ROLE_CHARS,
@@ -202,7 +202,7 @@ class HistoryScan(HistoryCheck):
 
 
 class TokenMeter:
-    """:func:`~shiro_kernel.context.measure.estimate_tokens` without re-serialising the whole history every step, and the sizes the
+    """:func:`~shiro_kernel.context.estimate.estimate_tokens` without re-serialising the whole history every step, and the sizes the
     pruning ladder needs (:class:`Record`), measured once per message.
 
     Each message's record is cached by object identity (the object is kept, so an id is never reused

@@ -4,7 +4,7 @@ As the seed (shiro-neko ``src/prune.ts``) does it, plus one thing it does not: w
 pruned, a short digest of what was discarded (:mod:`~shiro_kernel.context.digest`) goes into the wire
 copy, so the model knows what that span held (tools, files, outcomes, decisions) instead of seeing nothing.
 
-:func:`prune_to_fit` — at or under the threshold (the estimate of :mod:`~shiro_kernel.context.measure`)
+:func:`prune_to_fit` — at or under the threshold (the estimate of :mod:`~shiro_kernel.context.estimate`)
 the list is returned as is; otherwise reasoning is stripped and every provider item id detached; if that
 is still too big, tool calls and results before the last N messages go, N from the ladder
 ``[64, 32, 16, 8, 4]`` (the widest that fits, or the narrowest; never an empty list).
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..transcript import Message, Part, ReasoningPart, ToolCallPart, ToolResultPart
 from .digest import heading
-from .measure import (
+from .estimate import (
     DEFAULT_THRESHOLD,
     estimate_tokens,
     message_chars_from,

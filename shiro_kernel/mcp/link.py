@@ -332,7 +332,7 @@ class McpLink:
 
     def _ask(self, client: str, call: ToolCallPart, answer: Callable[[str], None]) -> Any:
         """On the kernel's thread: the approval box under the ``/mcp serve`` cell, one per request."""
-        from ..ui.approval import preview
+        from ..ui.call_preview import preview
         from ..ui.widgets import ApprovalBox
 
         title, body = preview(call, self.seams.context().root)

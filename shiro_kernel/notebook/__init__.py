@@ -1,6 +1,6 @@
 """The notebook as the agent's workspace: the channel to the front end's live document (its comm,
 :mod:`.channel`) and what the agent read of it and asks to change (:mod:`.document`). The cell tools
-(:mod:`shiro_kernel.tools.cells`) act through them; the labextension is the other end
+(:mod:`shiro_kernel.tools.cell_tools`) act through them; the labextension is the other end
 (docs/notebook-protocol.md)."""
 
 from __future__ import annotations

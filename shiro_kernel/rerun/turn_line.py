@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..context.cells import read_notebook_shared
+from ..context.cell_changes import read_notebook_shared
 from ..events import Recorded, TurnEnd, Usage
 from ..store.short_ids import short_id
 from ..ui.kernel import has_frontend

@@ -9,7 +9,7 @@ thread is handed to ``on_error`` (it never raises there); :meth:`Autosaver.flush
 What a write has to tell the user — the session saved under a new id because its record changed elsewhere
 or is read-only, the index not writable for a while — :meth:`Autosaver.take_notes` gives once.
 
-The autosaver owns the session's lease (:mod:`~shiro_kernel.store.live`): one handed over with
+The autosaver owns the session's lease (:mod:`~shiro_kernel.store.lease`): one handed over with
 :meth:`Autosaver.adopt` (a resumed session), else taken before the first write; :meth:`Autosaver.close`
 gives it back.
 """
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from ..errors import StoreError
 from ..session import Session
 from ..transcript import Message
-from .live import Lease
+from .lease import Lease
 from .sessions import SessionStore
 
 AUTOSAVE_DELAY = 0.4
@@ -98,7 +98,7 @@ class Autosaver:
         self.saved_messages = 0
         #: the last write's failure, until a write succeeds (what a footer must say instead of "Saved")
         self.error: StoreError | None = None
-        #: this kernel's hold on the session (see :mod:`~shiro_kernel.store.live`); None until taken
+        #: this kernel's hold on the session (see :mod:`~shiro_kernel.store.lease`); None until taken
         self.lease: Lease | None = None
         #: ids the session was saved away from because another writer changed their record (old ids)
         self.moved_from: list[str] = []

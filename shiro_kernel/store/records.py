@@ -28,7 +28,7 @@ TITLE_LIMIT = 60
 
 
 def valid_cells(rows: Any) -> list[dict[str, Any]] | None:
-    """``rows`` when they look like the notebook's cell fingerprint (``context.cells``), as read back from a
+    """``rows`` when they look like the notebook's cell fingerprint (``context.cell_changes``), as read back from a
     record; else None."""
     if not isinstance(rows, list):
         return None

@@ -6,7 +6,7 @@ never loaded and never overwritten: saving over it first moves it aside (``<id>.
 Saves by several kernels are serialised by a file lock, so a record and its index row always agree.
 
 **Two kernels, one session.** A session is written by one kernel at a time: the kernel that has it open
-holds its lease (:mod:`~shiro_kernel.store.live`). :meth:`SessionStore.take` — how a kernel resumes a
+holds its lease (:mod:`~shiro_kernel.store.lease`). :meth:`SessionStore.take` — how a kernel resumes a
 session — forks when the session is open in another live kernel: this kernel continues in a copy with a
 new id (saved at once), and the other kernel's record is never touched. As a second guard, for kernels
 that cannot hold leases (an older version, a file system without ``flock``), :meth:`SessionStore.save`
@@ -39,7 +39,7 @@ from ..transcript import Message
 from . import files
 from .ids import now_iso, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
-from .live import Busy, Lease, claim
+from .lease import Busy, Lease, claim
 from .paths import home
 from .records import check_record, session_from_record, session_to_record
 from .short_ids import MIN_SHORT_ID, install_shortener, short_id, shown_id

@@ -35,8 +35,8 @@ from ..events import Event, Notice, TurnEnd, Usage
 from ..line import Line
 from ..plan import Frontend
 from . import kernel
-from .approval import preview
 from .asking import ask_user
+from .call_preview import preview
 from .text_view import context_percent, final_bundle
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from ..context.measure import percent
+from ..context.estimate import percent
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
 from ..store.short_ids import short_id

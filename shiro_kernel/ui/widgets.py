@@ -22,8 +22,8 @@ import ipywidgets as W
 from ..events import Event, Notice, StepStart, ToolEnd, ToolStart, TurnEnd
 from ..tasks import MARKERS, progress_bar
 from ..text import one_line
+from .context_label import meter_label
 from .marks import numbers_line
-from .meter import meter_label
 from .money import tokens
 from .outputs import TURN_OUTPUT_BYTES, within_budget
 from .render import Throttle, ToolRow, TurnLog, log_entry_html
@@ -339,7 +339,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
     # -- approval -----------------------------------------------------------------------------------
     def ask(self, name: str, title: str, body_html: str, answer: Callable[[str], None], **choices: Any) -> None:
         """Show the buttons for one pending call — what it would do as ``body_html`` (highlighted code, a
-        diff: :func:`shiro_kernel.ui.approval.preview`); ``answer`` gets approve | deny | always once.
+        diff: :func:`shiro_kernel.ui.call_preview.preview`); ``answer`` gets approve | deny | always once.
         ``choices``: :meth:`ApprovalBox.ask`'s (``approve="Allow"``, ``always=False``)."""
         if self._dirty:  # the turn pauses here: show everything that led to the question first
             self.flush()

@@ -5,12 +5,12 @@ every step measured every part again. Kept as the oracle the faster ladder must 
 from __future__ import annotations
 
 from shiro_kernel.context.digest import pruned_digest
-from shiro_kernel.context.measure import _TEXT, DEFAULT_THRESHOLD, estimate_tokens, part_chars
-from shiro_kernel.context.measure import ITEM_ID_CHARS as _ITEM_ID
-from shiro_kernel.context.measure import MESSAGE_CHARS as _MESSAGE
-from shiro_kernel.context.measure import json_len as _json_len
-from shiro_kernel.context.measure import message_chars_from as _message_chars
-from shiro_kernel.context.measure import tokens_of as _tokens
+from shiro_kernel.context.estimate import _TEXT, DEFAULT_THRESHOLD, estimate_tokens, part_chars
+from shiro_kernel.context.estimate import ITEM_ID_CHARS as _ITEM_ID
+from shiro_kernel.context.estimate import MESSAGE_CHARS as _MESSAGE
+from shiro_kernel.context.estimate import json_len as _json_len
+from shiro_kernel.context.estimate import message_chars_from as _message_chars
+from shiro_kernel.context.estimate import tokens_of as _tokens
 from shiro_kernel.context.prune import LADDER, Plan, PruneResult, _build, _plan, _with_digest
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
 

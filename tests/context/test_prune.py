@@ -12,8 +12,8 @@ import pytest
 from prune_oracle import rung
 
 from shiro_kernel.context.digest import pruned_digest
+from shiro_kernel.context.estimate import estimate_tokens, percent
 from shiro_kernel.context.limits import WIRE_RESULT_CHARS, limit_images, limit_sizes
-from shiro_kernel.context.measure import estimate_tokens, percent
 from shiro_kernel.context.meter import TokenMeter, wire_ready
 from shiro_kernel.context.prune import LADDER, prune_to_fit
 from shiro_kernel.context.rules import answered_only, check_and_repair, detach_provider_items, pending_calls
@@ -25,7 +25,7 @@ from shiro_kernel.transcript import (
     ToolResultPart,
     messages_to_json,
 )
-from shiro_kernel.ui.meter import meter_label
+from shiro_kernel.ui.context_label import meter_label
 
 
 # -- builders -------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from fsutil import cut_short
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.session import Session
-from shiro_kernel.store import live
+from shiro_kernel.store import lease as leases
 from shiro_kernel.store.autosave import Autosaver
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.store.short_ids import short_id
@@ -33,35 +33,35 @@ def chat(prompt: str, sid: str | None = None, notebook: str | None = "/w/nb.ipyn
 
 def test_a_lease_is_exclusive_counted_and_gone_when_released(tmp_path: Path) -> None:
     root = tmp_path / "sessions"
-    first = live.claim(root, "s1")
-    assert isinstance(first, live.Lease) and first.held
-    other = live.claim(root, "s1")  # another open file: another kernel, as far as flock is concerned
-    assert isinstance(other, live.Busy) and f"pid {os.getpid()}" in other.holder
+    first = leases.claim(root, "s1")
+    assert isinstance(first, leases.Lease) and first.held
+    other = leases.claim(root, "s1")  # another open file: another kernel, as far as flock is concerned
+    assert isinstance(other, leases.Busy) and f"pid {os.getpid()}" in other.holder
     first.retain()
     first.release()
-    assert first.held and isinstance(live.claim(root, "s1"), live.Busy)
+    assert first.held and isinstance(leases.claim(root, "s1"), leases.Busy)
     first.release()
-    assert not first.held and not live.lease_path(root, "s1").exists()
-    again = live.claim(root, "s1")
-    assert isinstance(again, live.Lease)
+    assert not first.held and not leases.lease_path(root, "s1").exists()
+    again = leases.claim(root, "s1")
+    assert isinstance(again, leases.Lease)
     again.release()
 
 
 def test_a_released_lease_closes_its_descriptor_off_the_callers_thread(tmp_path: Path) -> None:
     from shiro_kernel.store import files
 
-    lease = live.claim(tmp_path, "s4")
-    assert isinstance(lease, live.Lease)
+    lease = leases.claim(tmp_path, "s4")
+    assert isinstance(lease, leases.Lease)
     fd = lease._fd
     assert fd is not None
     gate = threading.Event()
     files.background(gate.wait, 30)  # the stores' thread is busy: the descriptor waits for it
     try:
         lease.release()
-        assert not lease.held and not live.lease_path(tmp_path, "s4").exists()
+        assert not lease.held and not leases.lease_path(tmp_path, "s4").exists()
         os.fstat(fd)  # still open: the caller did not pay for the close
-        again = live.claim(tmp_path, "s4")  # the old inode is unreachable: a new claim is never told "busy"
-        assert isinstance(again, live.Lease)
+        again = leases.claim(tmp_path, "s4")  # the old inode is unreachable: a new claim is never told "busy"
+        assert isinstance(again, leases.Lease)
     finally:
         gate.set()
     files.background(lambda: None).result(timeout=30)
@@ -73,18 +73,18 @@ def test_a_released_lease_closes_its_descriptor_off_the_callers_thread(tmp_path:
 def test_a_lease_released_at_exit_is_closed_there(tmp_path: Path) -> None:
     """At interpreter exit the background thread takes no new work: the release closes on its own thread."""
     code = (
-        "import atexit, sys; from pathlib import Path; from shiro_kernel.store import live, files; "
+        "import atexit, sys; from pathlib import Path; from shiro_kernel.store import files, lease as leases; "
         "files.background(lambda: None).result(); "
-        "lease = live.claim(Path(sys.argv[1]), 's5'); assert isinstance(lease, live.Lease); "
+        "lease = leases.claim(Path(sys.argv[1]), 's5'); assert isinstance(lease, leases.Lease); "
         "atexit.register(lease.release)"
     )
     done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == ""
-    assert not live.lease_path(tmp_path, "s5").exists()
+    assert not leases.lease_path(tmp_path, "s5").exists()
 
 
 def _hold_forever(root: str, ready: multiprocessing.synchronize.Event) -> None:  # type: ignore[name-defined]
-    assert isinstance(live.claim(Path(root), "s2"), live.Lease)
+    assert isinstance(leases.claim(Path(root), "s2"), leases.Lease)
     ready.set()
     signal.pause()
 
@@ -95,12 +95,12 @@ def test_a_killed_kernel_holds_nothing(tmp_path: Path) -> None:
     proc = ctx.Process(target=_hold_forever, args=(str(tmp_path), ready))
     proc.start()
     assert ready.wait(30)
-    busy = live.claim(tmp_path, "s2")
-    assert isinstance(busy, live.Busy) and f"pid {proc.pid}" in busy.holder
+    busy = leases.claim(tmp_path, "s2")
+    assert isinstance(busy, leases.Busy) and f"pid {proc.pid}" in busy.holder
     os.kill(proc.pid, signal.SIGKILL)
     proc.join()
-    got = live.claim(tmp_path, "s2")  # the OS dropped the dead process's lock
-    assert isinstance(got, live.Lease)
+    got = leases.claim(tmp_path, "s2")  # the OS dropped the dead process's lock
+    assert isinstance(got, leases.Lease)
     got.release()
 
 
@@ -109,7 +109,7 @@ def test_a_read_only_home_has_no_leases_but_still_works(tmp_path: Path) -> None:
 
     (tmp_path / "sessions").mkdir()
     with read_only(tmp_path / "sessions"):
-        assert live.claim(tmp_path / "sessions", "s3") is None
+        assert leases.claim(tmp_path / "sessions", "s3") is None
 
 
 def test_take_forks_a_session_open_in_another_kernel(tmp_path: Path) -> None:
@@ -196,10 +196,10 @@ def test_an_autosaver_gives_its_lease_back_on_close(tmp_path: Path) -> None:
     session = chat("x")
     saver = Autosaver(store, session, lambda: "m", at_exit=False)
     saver.flush()
-    assert isinstance(live.claim(tmp_path / "s", session.id), live.Busy)
+    assert isinstance(leases.claim(tmp_path / "s", session.id), leases.Busy)
     saver.close()
-    got = live.claim(tmp_path / "s", session.id)
-    assert isinstance(got, live.Lease)
+    got = leases.claim(tmp_path / "s", session.id)
+    assert isinstance(got, leases.Lease)
     got.release()
 
 

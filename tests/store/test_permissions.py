@@ -19,7 +19,8 @@ from faultlog import record
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.memory import bundles
-from shiro_kernel.store import files, live, private
+from shiro_kernel.store import files, private
+from shiro_kernel.store import lease as leases
 from shiro_kernel.store.assets import assets
 from shiro_kernel.store.paths import home
 
@@ -115,8 +116,8 @@ def test_everything_a_turn_and_the_stores_make_is_private(
         bundles.uninstall("kit")
         with files.locked(home() / "sessions" / "extra"):  # a lock taken (the lock file stays)
             pass
-        other = live.claim(home() / "sessions", "0000-other")  # a second lease, held
-        assert isinstance(other, live.Lease)
+        other = leases.claim(home() / "sessions", "0000-other")  # a second lease, held
+        assert isinstance(other, leases.Lease)
         sessions = fresh_home / "sessions"
         # while the index's connection is open SQLite keeps its -wal and -shm beside it
         present = {p.name for p in sessions.iterdir()}

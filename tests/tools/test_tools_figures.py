@@ -18,9 +18,9 @@ from fakeopenai import Call, Reply
 from IPython.core.interactiveshell import InteractiveShell
 from nbformat.v4 import new_code_cell, new_notebook, new_output
 
-from shiro_kernel.context.cells import block, fingerprint
+from shiro_kernel.context.cell_changes import block, fingerprint
+from shiro_kernel.context.estimate import estimate_tokens
 from shiro_kernel.context.limits import IMAGE_SLACK, KEEP_IMAGES, limit_images
-from shiro_kernel.context.measure import estimate_tokens
 from shiro_kernel.provider import Provider, ProviderSettings, wire
 from shiro_kernel.session import Session
 from shiro_kernel.store.assets import assets

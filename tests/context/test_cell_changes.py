@@ -9,7 +9,7 @@ from fakeopenai import Reply
 from kernelutil import run_notebook, state_of
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from shiro_kernel.context import cells
+from shiro_kernel.context import cell_changes
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore, session_from_record, session_to_record
 from shiro_kernel.transcript import Message
@@ -33,10 +33,10 @@ def test_fingerprint_and_changes(tmp_path):
     nb = _write(
         path, ["import pandas as pd", "df = pd.read_csv('x.csv')", "md:# Notes", "%shiro --wait hi"], [1, 2, None, 3]
     )
-    old = cells.fingerprint(path)
+    old = cell_changes.fingerprint(path)
     assert [r["key"] for r in old] == ["cell-0", "cell-1", "cell-2", "cell-3"]
     assert old[1]["head"] == "df = pd.read_csv('x.csv')" and old[1]["count"] == 2
-    assert cells.block(old, old) == ""
+    assert cell_changes.block(old, old) == ""
 
     nb.cells[1].source = "df = pd.read_csv('y.csv')\ndf.head()"
     nb.cells[0].execution_count = 7  # run outside the agent
@@ -46,7 +46,7 @@ def test_fingerprint_and_changes(tmp_path):
     extra.id = "cell-new"
     nb.cells.append(extra)
     nbformat.write(nb, path)
-    assert cells.block(old, cells.fingerprint(path)) == "\n".join(
+    assert cell_changes.block(old, cell_changes.fingerprint(path)) == "\n".join(
         [
             "Since your last turn the user changed the notebook:",
             "- ran cell 1 (execution count 7): import pandas as pd",
@@ -63,16 +63,16 @@ def test_cells_without_ids_are_keyed_by_index_and_unreadable_is_none(tmp_path):
         '{"nbformat": 4, "nbformat_minor": 4, "metadata": {}, "cells": ['
         '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}'
     )
-    assert cells.fingerprint(path)[0]["key"] == "#0"
+    assert cell_changes.fingerprint(path)[0]["key"] == "#0"
     (tmp_path / "bad.ipynb").write_text("{not json")
-    assert cells.fingerprint(tmp_path / "bad.ipynb") is None
-    assert cells.fingerprint(tmp_path / "missing.ipynb") is None
-    assert cells.fingerprint(None) is None
+    assert cell_changes.fingerprint(tmp_path / "bad.ipynb") is None
+    assert cell_changes.fingerprint(tmp_path / "missing.ipynb") is None
+    assert cell_changes.fingerprint(None) is None
     from nbformat import v3
 
     old = v3.new_notebook(worksheets=[v3.new_worksheet(cells=[v3.new_code_cell(input="b = 2", prompt_number=5)])])
     (tmp_path / "v3.ipynb").write_text(v3.writes_json(old))
-    rows = cells.fingerprint(tmp_path / "v3.ipynb")  # an old format goes through nbformat
+    rows = cell_changes.fingerprint(tmp_path / "v3.ipynb")  # an old format goes through nbformat
     assert rows is not None and rows[0]["head"] == "b = 2" and rows[0]["count"] == 5
 
 
@@ -88,7 +88,7 @@ def test_a_v4_fingerprint_reads_plain_json(tmp_path):
         '{"cell_type": "code", "source": "a = 1", "metadata": {}, "outputs": [], "execution_count": 1}]}'
     )
     code = (
-        "import sys\nfrom shiro_kernel.context import cells\nrows = cells.fingerprint(sys.argv[1])\n"
+        "import sys\nfrom shiro_kernel.context import cell_changes\nrows = cell_changes.fingerprint(sys.argv[1])\n"
         "print(rows[0]['key'], rows[0]['head'], 'nbformat' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
@@ -98,8 +98,8 @@ def test_a_v4_fingerprint_reads_plain_json(tmp_path):
 def test_block_is_bounded():
     old = [{"key": f"k{i}", "sha1": "a", "count": 1, "head": "x" * 90} for i in range(100)]
     new = [dict(r, sha1="b") for r in old]
-    text = cells.block(old, new)
-    assert len(text) <= cells.LIMIT
+    text = cell_changes.block(old, new)
+    assert len(text) <= cell_changes.LIMIT
     assert text.startswith("Since your last turn the user changed the notebook:")
     assert text.splitlines()[-1].startswith("- … and ") and text.endswith(" more")
 
@@ -150,22 +150,22 @@ def test_an_unchanged_notebook_is_read_once_and_a_changed_one_again(tmp_path, mo
     path = tmp_path / "nb.ipynb"
     nbformat.write(new_notebook(cells=[new_code_cell("x = 1", execution_count=1)]), str(path))
     reads: list[object] = []
-    real = cells._read
-    monkeypatch.setattr(cells, "_read", lambda p: reads.append(p) or real(p))
-    first = cells.fingerprint(path)
-    second = cells.fingerprint(path)  # the end of the same turn: the file did not change
+    real = cell_changes._read
+    monkeypatch.setattr(cell_changes, "_read", lambda p: reads.append(p) or real(p))
+    first = cell_changes.fingerprint(path)
+    second = cell_changes.fingerprint(path)  # the end of the same turn: the file did not change
     assert first == second and len(reads) == 1
     second[0]["count"] = 99  # each call gets its own copy
-    assert cells.fingerprint(path)[0]["count"] == 1 and len(reads) == 1
+    assert cell_changes.fingerprint(path)[0]["count"] == 1 and len(reads) == 1
     nbformat.write(new_notebook(cells=[new_code_cell("x = 2", execution_count=2)]), str(path))
-    third = cells.fingerprint(path)
+    third = cell_changes.fingerprint(path)
     assert len(reads) == 2 and third[0]["count"] == 2 and third[0]["sha1"] != first[0]["sha1"]
     path.unlink()
-    assert cells.fingerprint(path) is None
+    assert cell_changes.fingerprint(path) is None
 
 
 def test_a_notebook_nested_too_deeply_is_one_sentence_not_a_traceback(tmp_path):
-    from shiro_kernel.context.cells import read_notebook
+    from shiro_kernel.context.cell_changes import read_notebook
 
     path = tmp_path / "deep.ipynb"
     path.write_text("[" * 100_000 + "]" * 100_000)

@@ -1,4 +1,4 @@
-"""The one measure of a history: its estimated size in tokens, and how full the context is.
+"""The one estimate of a history: its size in tokens, and how full the context is.
 
 The estimate is the seed's, ``round(len(json.dumps(messages_to_json(messages))) / 4)``: an estimate, not a
 token count. :func:`part_chars` gives the serialised length of one part field by field, exactly what the

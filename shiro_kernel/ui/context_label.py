@@ -1,5 +1,5 @@
 """The context meter as the view shows it: ``<pct>% ctx``, amber from 66, red from 90 (``compacting
-soon``). The percentage itself is :func:`shiro_kernel.context.measure.percent`."""
+soon``). The percentage itself is :func:`shiro_kernel.context.estimate.percent`."""
 
 from __future__ import annotations
 
