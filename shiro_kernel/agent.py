@@ -15,6 +15,7 @@ one line for the user.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -43,13 +44,17 @@ from .recorder import Recorder, history_notice
 from .store import files, private
 from .store.assets import assets
 from .store.history import PromptHistory
+from .store.ids import uuid7
 from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
-from .transcript import Message
+from .transcript import Message, ToolCallPart
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
+from .undo import checkpoints
+from .undo.checkpoints import Checkpointer
+from .undo.journal import Journal
 
 NO_MODEL_IN_CHECK = (
     "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
@@ -98,6 +103,8 @@ class Agent:
         self._tightened_shown = False
         self._built: tuple[tuple[object, ...], str] | None = None  # the session's instructions, by what they hold
         self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
+        #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
+        self.undo = Journal(lambda: float(self.config.undo_max_mb))
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -153,6 +160,7 @@ class Agent:
             self.tools,
             self.config.approval,
             ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook),
+            self.checkpointer(uuid7()),  # the rebuild is a turn of its own for undo
         )
         return text
 
@@ -217,7 +225,7 @@ class Agent:
         :class:`RequestError` for a bad line."""
         line = Line(prompt=line) if isinstance(line, str) else line
         ready = self.begin(line, front)
-        observers = [self._write_ahead(), self._recorder(line), self._numbers(line, ready), front.on_event]
+        observers = [self._write_ahead(), self._recorder(line, ready), self._numbers(line, ready), front.on_event]
         turn = plan(ready, line, front, self.config, [o for o in observers if o is not None], self.abort)
         if not keep_abort:
             self.abort.clear()
@@ -259,6 +267,8 @@ class Agent:
             system=self._instructions(context, line.agent or self.config.agent, str(spec.get("prompt", "")), emit),
             state=self._state(context),
             budget_usd=self._budget(model, emit),
+            turn_id=(turn_id := uuid7()),
+            checkpoint=self.checkpointer(turn_id),
         )
 
     def _tool_context(self, model: str) -> ToolContext:
@@ -349,6 +359,7 @@ class Agent:
         the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
         the agent since its last turn; the numbers of the last answer that no tool output had."""
         tell_lost, self.current.tell_lost = self.current.tell_lost, False
+        undone = self.undo.note()  # steps the user took back since the model last heard: told all this turn
         numbers = self.numbers.note(self.current.session, self.config.check_numbers)  # the last answer's, all this turn
         before = self.current.session.cells
         changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
@@ -356,16 +367,63 @@ class Agent:
 
         def state() -> str:
             lost = restart.prompt_block(self.current.lost_now()) if tell_lost else ""
-            return "\n".join(b for b in (tasks.render_prompt_block(), lost, changed, numbers) if b).strip("\n")
+            blocks = (tasks.render_prompt_block(), lost, changed, numbers, undone)
+            return "\n".join(b for b in blocks if b).strip("\n")
 
         return state
+
+    # -- undo ------------------------------------------------------------------------------------------
+    def checkpointer(self, turn_id: str) -> Checkpointer | None:
+        """What a call of the turn may change, kept just before it runs (None: ``Shiro.undo_max_mb`` is 0)."""
+        if self.config.undo_max_mb <= 0:
+            return None
+        journal = self.undo
+
+        def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> None:
+            try:
+                checkpoints.take(journal, turn_id, call, tool, ctx)
+            except Exception:  # a checkpoint that fails costs the call nothing: the step is not undoable
+                import traceback
+
+                traceback.print_exc(file=sys.__stderr__)
+
+        return checkpoint
+
+    def _undo_said(self) -> list[Notice]:
+        return [Notice(text, kind="warning") for text in self.undo.said()]
+
+    def undo_back(self, call_id: str | None = None) -> str:
+        """``/undo``: the last turn's steps taken back, newest first; with ``call_id``, that step and every one after
+        it. What was restored and what could not be, in words."""
+        steps = self.undo.last_turn() if call_id is None else self.undo.since(call_id)
+        if not steps:
+            return self._nothing_to_undo(call_id)
+        ns = self._user_ns()
+        live = self.live
+        report = self.undo.take_back(steps, ns if ns is not None else {}, live.revert if live is not None else None)
+        return report.text()
+
+    def _nothing_to_undo(self, call_id: str | None) -> str:
+        if call_id is not None:
+            return (
+                f"nothing to undo for {call_id}: its step has no checkpoint in this kernel (it was undone already, it "
+                "only read, it was made before this kernel started, or its checkpoint was dropped for room)"
+            )
+        if self.undo.steps:
+            return "nothing more to undo: the steps of this kernel's turns that can be taken back were taken back"
+        if self.current.session.turns or any(m.role == "tool" for m in self.current.session.messages):
+            return (
+                "nothing to undo in this kernel: undo checkpoints live in the kernel's memory only, and this "
+                "session's turns ran before the kernel (re)started, or were undone already"
+            )
+        return "nothing to undo: no step of this kernel's turns changed anything"
 
     # -- the turn's observers -------------------------------------------------------------------------
     def _write_ahead(self) -> Observer:
         """A call that changes something is written to the record before it runs (:mod:`~.store.writeahead`)."""
         return WriteAhead(self.current.autosaver, changes_something(self.tools))
 
-    def _recorder(self, line: Line) -> Observer:
+    def _recorder(self, line: Line, ready: Ready) -> Observer:
         """What is kept of the turn when it ends (:mod:`~shiro_kernel.recorder`); the prompt history is appended
         meanwhile, off the turn's path, and an older, looser SHIRO_HOME made private once per kernel."""
         history_job = files.background(self.history().append, line.prompt)
@@ -380,7 +438,8 @@ class Agent:
             ran=self.turns_here,
             save=current.save_now,
             snapshot=lambda: current.snapshot_cells(notebook),
-            side=(lambda: history_notice(history_job), self._tightened, self.mcp.notices),
+            side=(lambda: history_notice(history_job), self._tightened, self.mcp.notices, self._undo_said),
+            turn_id=ready.turn_id,
         )
 
     def _numbers(self, line: Line, ready: Ready) -> Observer | None:

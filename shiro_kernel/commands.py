@@ -107,6 +107,17 @@ def _rebuild(agent: Agent, arg: str) -> str:
     return agent.rebuild()
 
 
+def _undo(agent: Agent, arg: str) -> str:
+    return agent.undo_back(arg.strip() or None)
+
+
+def _undoable(agent: Agent, arg: str) -> str:
+    """For a front end: the calls whose steps can be taken back in this kernel now, as JSON."""
+    import json
+
+    return json.dumps({"calls": agent.undo.undoable()})
+
+
 def _history(agent: Agent, arg: str) -> str:
     from .store.history import format_history
 
@@ -173,6 +184,13 @@ COMMANDS: dict[str, Command] = {
     "/save": Command(_save, "/save", "write the session record now"),
     "/cost": Command(_cost, "/cost", "tokens and cost of this session"),
     "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
+    "/undo": Command(
+        _undo,
+        "/undo [CALL_ID]",
+        "take back the last turn's steps (variables, files, cells), newest first; with a call id, that step and "
+        "every one after it",
+    ),
+    "/undoable": Command(_undoable, "/undoable", "the steps that can be taken back now (JSON, for the front end)"),
     "/history": Command(_history, "/history", "this project's prompt history"),
     "/mcp": Command(
         _mcp,

@@ -107,6 +107,12 @@ class Shiro(Configurable):
         "connected to the kernel.",
     ).tag(config=True)
     max_retries = Int(3, help="Retries (with backoff) after a 429, a 5xx or a timeout.").tag(config=True)
+    undo_max_mb = Float(
+        1024.0,
+        help="Memory the undo checkpoints may hold, in MB (in the kernel only: never on disk). A value bigger than "
+        "this is not kept (its step says so); older turns' checkpoints are dropped first to make room. pandas "
+        "objects cost about nothing (copy-on-write); numpy arrays and containers cost their size. 0 turns undo off.",
+    ).tag(config=True)
     max_output_tokens = Int(
         None,
         allow_none=True,

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .session import Session
     from .tools import Tool, ToolContext
     from .turn import ProviderLike, Runner, Turn
+    from .undo.checkpoints import Checkpointer
 
 
 def _ignore(event: Event) -> None:
@@ -69,6 +70,10 @@ class Ready:
     state: Callable[[], str]
     #: the session's spend limit, where it can be checked (the model has a price)
     budget_usd: float | None
+    #: the turn's id (its record for replay and its undo checkpoints share it)
+    turn_id: str = ""
+    #: takes a call's undo checkpoint before it runs (None: undo is off)
+    checkpoint: Checkpointer | None = None
 
 
 def plan(
@@ -93,6 +98,7 @@ def plan(
         compact_threshold=config.compact_threshold,
         store=config.store,
         budget_usd=ready.budget_usd,
+        checkpoint=ready.checkpoint,
     )
     return Turn(
         ready.session,

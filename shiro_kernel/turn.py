@@ -59,6 +59,7 @@ from .session import Session
 from .text import cut, encodable
 from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, Part, ToolCallPart, ToolResultPart
+from .undo.checkpoints import Checkpointer
 
 
 class ProviderLike(Protocol):
@@ -114,6 +115,8 @@ class TurnOptions:
     store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
     #: the session's spend limit in USD (None: no limit, or the model is unpriced and it cannot be checked)
     budget_usd: float | None = None
+    #: takes a call's checkpoint for undo right before it runs, where it runs (None: no undo); never raises
+    checkpoint: Checkpointer | None = None
 
 
 @dataclass
@@ -420,10 +423,13 @@ class Turn:
 
         ctx = replace(self.ctx, progress=progress, call_id=call.call_id)
 
+        tool = self.tools.get(call.name)
+
         def job() -> ToolResultPart:
+            if self.options.checkpoint is not None:  # what the call may change, kept where and just before it runs
+                self.options.checkpoint(call, tool, ctx)
             return run_tool(self.tools, call, ctx)
 
-        tool = self.tools.get(call.name)
         on_kernel = tool is None or tool.kernel_thread
         return self.options.runner(job) if self.options.runner and on_kernel else job()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,11 +163,16 @@ def notice(names: list[str]) -> str:
 
 
 def rebuild(
-    session: Session, namespace: dict[str, Any] | None, tools: dict[str, Tool], approval: str, ctx: ToolContext
+    session: Session,
+    namespace: dict[str, Any] | None,
+    tools: dict[str, Tool],
+    approval: str,
+    ctx: ToolContext,
+    checkpoint: Callable[[ToolCallPart, Tool | None, ToolContext], None] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """``/rebuild``: re-run the recorded code that made the lost variables, in order and each block once,
-    through the ``python`` tool under the approval rules of a turn. Returns the text to show and the
-    variables still missing afterwards (name -> code)."""
+    through the ``python`` tool under the approval rules of a turn (``checkpoint``: undo's, before each block).
+    Returns the text to show and the variables still missing afterwards (name -> code)."""
     from ..approval import ASK, DENY, decide, refusal  # the turn's own rule and refusal texts
 
     if namespace is None:
@@ -184,6 +189,8 @@ def rebuild(
     failures: list[str] = []
     for number, code in enumerate(blocks, 1):
         call = ToolCallPart(f"rebuild_{number}", "python", json.dumps({"code": code}))
+        if checkpoint is not None:
+            checkpoint(call, tools.get("python"), ctx)
         result = run_tool(tools, call, ctx)
         if result.is_error:
             failures.append(f"block {number}: {first_line(result.output, 160)}")

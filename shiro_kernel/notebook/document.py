@@ -94,6 +94,11 @@ class LiveNotebook:
         #: the ids of the cells by index, as the agent last read them, and each one's source then
         self.order: list[str] = []
         self.seen: dict[str, str] = {}
+        #: each cell's type by id, as last read (a deleted cell comes back as what it was)
+        self.types: dict[str, str] = {}
+        #: the changes that went in, by the call that made them (what undo takes back): the change, the id of
+        #: the cell it made or changed, and the cell before it (where a deleted cell goes back)
+        self.applied: dict[str, tuple[Change, str, str | None]] = {}
         #: the ``%shiro`` cell of the running turn (``propose_cell`` inserts below it)
         self.turn_cell: str | None = None
         #: which client (a browser window's kernel connection) ran each cell, newest last: the front end that
@@ -150,6 +155,7 @@ class LiveNotebook:
         with self._lock:
             self.order = [str(c.get("id") or "") for c in cells]
             self.seen = {str(c.get("id") or ""): _text(c.get("source")) for c in cells if c.get("id")}
+            self.types = {str(c.get("id") or ""): str(c.get("cell_type") or "code") for c in cells if c.get("id")}
 
     # -- changing ----------------------------------------------------------------------------------
     def stage(self, calls: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -365,6 +371,14 @@ class LiveNotebook:
         """After an accepted change, what the agent knows of the document follows it."""
         with self._lock:
             new_id = result.get("id")
+            if change.kind == "delete" and change.cell_id in self.order:
+                place = self.order.index(change.cell_id)
+                before = self.order[place - 1] if place > 0 else None
+                self.applied[change.call_id] = (change, change.cell_id, before)
+            elif change.kind == "edit" and change.cell_id:
+                self.applied[change.call_id] = (change, change.cell_id, None)
+            elif change.kind == "insert" and isinstance(new_id, str):
+                self.applied[change.call_id] = (change, new_id, None)
             if change.kind == "edit" and change.cell_id:
                 self.seen[change.cell_id] = change.source
             elif change.kind == "delete" and change.cell_id in self.order:
@@ -375,6 +389,40 @@ class LiveNotebook:
                 position = at if isinstance(at, int) and 0 <= at <= len(self.order) else len(self.order)
                 self.order.insert(position, new_id)
                 self.seen[new_id] = change.source
+
+    # -- taking back ---------------------------------------------------------------------------------
+    def revert(self, call_ids: list[str]) -> list[str]:
+        """Take back the changes these calls made (newest first), through the front end, each one undo step there:
+        an edit's cell gets its old source, an inserted cell goes, a deleted cell comes back where it was. A cell
+        the user changed since is left as it is. One line per change, as done or not."""
+        lines: list[str] = []
+        for call_id in call_ids:
+            applied = self.applied.pop(call_id, None)
+            if applied is None:
+                continue  # nothing of this call went in (rejected, or already taken back)
+            change, cell_id, before = applied
+            inverse = _inverse(change, cell_id, before, self.types.get(cell_id, change.cell_type))
+            try:
+                reply = self.channel.request(
+                    "review",
+                    timeout=READ_TIMEOUT_S,
+                    to=self.server(),
+                    changes=[inverse.to_wire()],
+                    review=False,
+                    turn=self.turn_cell,
+                    title="shiro takes back a change",
+                )
+                status = str(((reply.get("results") or [{}])[0] or {}).get("status") or "missing")
+            except ToolError as exc:
+                status = str(exc)
+            done = status in ("accepted", "applied")
+            what = {"edit": "edit of", "insert": "inserted", "delete": "deleted"}[change.kind]
+            where = f"cell {change.index}" if change.index >= 0 else "cell"
+            lines.append(f"{what} {where} taken back" if done else f"{what} {where} not taken back ({status})")
+            if done:
+                self._learn(inverse, reply.get("results", [{}])[0] if isinstance(reply, dict) else {})
+                self.applied.pop(inverse.call_id, None)
+        return lines
 
     # -- running -----------------------------------------------------------------------------------
     def run(self, indices: list[Any], abort: threading.Event | None = None) -> list[dict[str, Any]]:
@@ -390,6 +438,16 @@ class LiveNotebook:
         finally:
             self.running = frozenset()
         return [c for c in reply.get("cells") or [] if isinstance(c, dict)]
+
+
+def _inverse(change: Change, cell_id: str, before: str | None, cell_type: str) -> Change:
+    """The change that takes ``change`` back (its made or changed cell is ``cell_id``)."""
+    undo = f"undo:{change.call_id}"
+    if change.kind == "edit":
+        return Change(undo, "edit", change.index, cell_id, change.expect or "", expect=change.source)
+    if change.kind == "insert":
+        return Change(undo, "delete", change.index, cell_id, expect=change.source)
+    return Change(undo, "insert", change.index, before, change.expect or "", cell_type)
 
 
 def _text(value: Any) -> str:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..session import Session
     from ..store.sessions import SessionStore
     from ..transcript import Message
+    from ..undo.checkpoints import Checkpointer
 
 
 @dataclass
@@ -162,9 +163,10 @@ def replay_cell(
     tools: Mapping[str, Any] | None = None,
     end: bool = True,
     current: Session | None = None,
+    checkpoint: Checkpointer | None = None,
 ) -> Replayed | Refused | None:
     """Replay the running cell's recorded turn if it may (see the module's doc and :mod:`.trust`). ``current``:
-    the kernel's session, whose record is read from memory."""
+    the kernel's session, whose record is read from memory; ``checkpoint``: undo's, before each call it runs."""
     if setting == "off":
         return None
     path = Path(notebook_path) if notebook_path is not None else None
@@ -197,7 +199,14 @@ def replay_cell(
         return None
     root = path.parent if path is not None else None
     result = run_plan(
-        found.plan, shell, on_event=on_event, source=found.source, session_id=found.session_id, root=root, end=end
+        found.plan,
+        shell,
+        on_event=on_event,
+        source=found.source,
+        session_id=found.session_id,
+        root=root,
+        end=end,
+        checkpoint=checkpoint,
     )
     return Replayed(result, found)
 

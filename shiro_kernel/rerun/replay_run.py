@@ -19,13 +19,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Event, Notice, TextDelta, ToolEnd, ToolStart, TurnEnd, Usage
 from ..store.short_ids import short_id
 from ..transcript import ToolCallPart, ToolResultPart
 from .replay_plan import OMIT, RUN, SKIP, STOP, Plan, Step, call_status
 from .trust import again_hint
+
+if TYPE_CHECKING:
+    from ..undo.checkpoints import Checkpointer
 
 RECORD, NOTEBOOK = "record", "notebook"
 INTERRUPTED = "Error: interrupted after {seconds:.1f} s — the user stopped the replay while this call ran"
@@ -115,6 +118,7 @@ def run_plan(
     session_id: str | None = None,
     root: Path | None = None,
     end: bool = True,
+    checkpoint: Checkpointer | None = None,
 ) -> ReplayResult:
     """Replay ``plan`` in ``shell``'s namespace (see the module's doc). Never raises for what the code does;
     a kernel interrupt stops the replay at the running call, like a failure."""
@@ -138,6 +142,8 @@ def run_plan(
         on_event(ToolStart(call))
         started = time.perf_counter()
         try:
+            if checkpoint is not None:  # undo's: what the call may change, kept before it runs
+                checkpoint(call, tools.get("python"), ctx)
             part = run_tool(tools, call, ctx)
         except KeyboardInterrupt:
             seconds = time.perf_counter() - started

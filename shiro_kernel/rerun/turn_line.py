@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..context.cell_changes import read_notebook_shared
 from ..events import Recorded, TurnEnd, Usage
+from ..store.ids import uuid7
 from ..store.short_ids import short_id
 from ..ui.kernel import has_frontend
 from ..ui.text_view import TextView
@@ -73,6 +74,7 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
         tools=agent.tools,
         end=False,
         current=agent.current.session if agent.current.started else None,
+        checkpoint=agent.checkpointer(uuid7()),  # the replayed calls are a turn of their own for undo
     )
     if outcome is None:
         return False

@@ -11,6 +11,7 @@ nothing else: :func:`take`, called right before the call runs, where it runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ShiroError
@@ -18,6 +19,9 @@ from ..tools.base import CHANGES, Effect, Tool, ToolContext
 from ..transcript import ToolCallPart
 from .journal import Journal, Step
 from .names import Touched, touched
+
+#: keeps what a call is about to change, for undo: the call, its tool (None: unknown), its context; never raises
+Checkpointer = Callable[[ToolCallPart, "Tool | None", ToolContext], None]
 
 #: why a step that changed the world outside cannot be taken back, by what it was
 OUTSIDE = {
@@ -99,4 +103,4 @@ def _cell_sources(args: dict[str, Any], ctx: ToolContext) -> list[str] | None:
     return sources
 
 
-__all__ = ["OUTSIDE", "code_touches", "python_touches", "take"]
+__all__ = ["OUTSIDE", "Checkpointer", "code_touches", "python_touches", "take"]

@@ -44,7 +44,9 @@ def test_reading_code_touches_nothing():
     assert touched("print(len(df)); df.head(); arr.mean(); sorted(rows)").names == frozenset()
 
 
-@pytest.mark.parametrize(("code", "why"), [("exec(s)", "exec()"), ("globals()['x'] = 1", "globals()"), ("x +=", "read")])
+@pytest.mark.parametrize(
+    ("code", "why"), [("exec(s)", "exec()"), ("globals()['x'] = 1", "globals()"), ("x +=", "read")]
+)
 def test_what_may_change_names_unseen_is_said(code, why):
     assert why in touched(code).unseen
 
@@ -87,7 +89,9 @@ def test_taking_back_restores_removes_and_names_what_it_cannot(tmp_path: Path):
     }
     before = {"df": ns["df"].copy(), "rows": [1, 2], "arr": np.arange(4.0), "nested": {"k": [1, [2, 3]]}}
     journal = Journal(lambda: 1024)
-    code = "df.dropna(inplace=True)\nrows.append(3)\narr *= 2\nnew = 5\nconn.execute('select 1')\nnested['k'][1].append(4)"
+    code = (
+        "df.dropna(inplace=True)\nrows.append(3)\narr *= 2\nnew = 5\nconn.execute('select 1')\nnested['k'][1].append(4)"
+    )
     journal.names("t1", "c1", "python", touched(code), ns)
     exec(code, ns)
     report = journal.take_back(journal.last_turn(), ns)
