@@ -4,8 +4,8 @@
   kept by reference: nothing can change them.
 * **pandas objects** (DataFrame, Series, Index) are kept by ``copy(deep=False)`` under copy-on-write (pandas 3
   always; pandas 2 when ``mode.copy_on_write`` is on): the copy shares the data until either side writes, so
-  the checkpoint costs about nothing and later only what the step writes. Without copy-on-write they are copied
-  whole.
+  the checkpoint costs about nothing and later only what the step writes (counted against the budget at the
+  object's size: what it holds at most). Without copy-on-write they are copied whole.
 * **numpy arrays** are copied.
 * **Containers** (list, dict, set, deque …) holding only immutable values are copied one level; others deep, with
   the pandas objects inside kept as above (the copy's memo is given their cheap copies first).
@@ -148,11 +148,14 @@ def size_of(value: Any, limit: int) -> int | None:
 
 
 def _keep_pandas(value: Any, budget: int) -> Kept | NotKept:
-    if _copy_on_write():
-        return Kept(value.copy(deep=False), "shallow (copy-on-write)", 0)
+    """A pandas object kept. Under copy-on-write the copy costs nothing until the step writes, and then what it
+    writes; it is counted at its whole size against the budget, which is what it holds at most (a step that
+    replaces every column leaves the old data to the checkpoint alone)."""
     size = int(_pandas_bytes(value))
     if size > budget:
         return NotKept(_over(size, budget))
+    if _copy_on_write():
+        return Kept(value.copy(deep=False), "shallow (copy-on-write)", size)
     return Kept(value.copy(deep=True), "copy", size)
 
 
