@@ -15,7 +15,6 @@ one line for the user.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -49,7 +48,7 @@ from .store.paths import git_commit, home, notebook_path, project_root
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
-from .transcript import Message, ToolCallPart
+from .transcript import Message
 from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
 from .undo import checkpoints
@@ -377,17 +376,7 @@ class Agent:
         """What a call of the turn may change, kept just before it runs (None: ``Shiro.undo_max_mb`` is 0)."""
         if self.config.undo_max_mb <= 0:
             return None
-        journal = self.undo
-
-        def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> None:
-            try:
-                checkpoints.take(journal, turn_id, call, tool, ctx)
-            except Exception:  # a checkpoint that fails costs the call nothing: the step is not undoable
-                import traceback
-
-                traceback.print_exc(file=sys.__stderr__)
-
-        return checkpoint
+        return checkpoints.checkpointer(self.undo, turn_id)
 
     def _undo_said(self) -> list[Notice]:
         return [Notice(text, kind="warning") for text in self.undo.said()]

@@ -11,6 +11,8 @@ nothing else: :func:`take`, called right before the call runs, where it runs.
 
 from __future__ import annotations
 
+import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +32,19 @@ OUTSIDE = {
     "forget": "the project's notes are not part of undo",
     "memory_write": "the named memories are not part of undo",
 }
+
+
+def checkpointer(journal: Journal, turn_id: str) -> Checkpointer:
+    """The checkpointer of one turn: :func:`take` for each call, into ``journal``; a checkpoint that fails costs
+    the call nothing (its step is then not undoable, and the failure goes to the kernel's log)."""
+
+    def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> None:
+        try:
+            take(journal, turn_id, call, tool, ctx)
+        except Exception:
+            traceback.print_exc(file=sys.__stderr__)
+
+    return checkpoint
 
 
 def take(journal: Journal, turn_id: str, call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> Step | None:
@@ -103,4 +118,4 @@ def _cell_sources(args: dict[str, Any], ctx: ToolContext) -> list[str] | None:
     return sources
 
 
-__all__ = ["OUTSIDE", "Checkpointer", "code_touches", "python_touches", "take"]
+__all__ = ["OUTSIDE", "Checkpointer", "checkpointer", "code_touches", "python_touches", "take"]
