@@ -54,7 +54,9 @@ def test_what_may_change_names_unseen_is_said(code, why):
 def test_pandas_is_kept_by_copy_on_write_and_stays_intact():
     df = pd.DataFrame({"a": [1.0, None, 3.0]})
     kept = keep(df, 10**9)
-    assert isinstance(kept, Kept) and kept.how == "shallow (copy-on-write)" and kept.nbytes == int(df.memory_usage().sum())  # at most
+    assert (
+        isinstance(kept, Kept) and kept.how == "shallow (copy-on-write)" and kept.nbytes == int(df.memory_usage().sum())
+    )  # at most
     df.loc[0, "a"] = -1
     df.dropna(inplace=True)
     assert kept.value["a"].tolist()[0] == 1.0 and len(kept.value) == 3
