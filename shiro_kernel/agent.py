@@ -53,7 +53,10 @@ from .ui.money import budget_meter, unpriced_budget
 from .ui.session_text import resume_hint
 from .undo import checkpoints
 from .undo.checkpoints import Checkpointer
-from .undo.journal import Journal
+from .undo.journal import CellReverter, Journal
+
+#: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on
+UNDO_WHILE_TURNING = "not undone: a turn is running; take steps back once it has ended (Stop ends it now)"
 
 NO_MODEL_IN_CHECK = (
     "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
@@ -381,16 +384,31 @@ class Agent:
     def _undo_said(self) -> list[Notice]:
         return [Notice(text, kind="warning") for text in self.undo.said()]
 
-    def undo_back(self, call_id: str | None = None) -> str:
+    def undo_back(self, call_id: str | None = None, on_main: Callable[[Callable[[], str]], str] | None = None) -> str:
         """``/undo``: the last turn's steps taken back, newest first; with ``call_id``, that step and every one after
-        it. What was restored and what could not be, in words."""
+        it. What was restored and what could not be, in words; refused while a turn runs.
+
+        ``on_main``: called off the kernel's thread (an Undo button, :meth:`~shiro_kernel.ui.live.LiveController.
+        take_back`), the accepted cell changes are reverted from here, where the front end's answers can arrive
+        (they reach the kernel only while its thread is idle), and the names and files are put back on the kernel's
+        thread through ``on_main``. On the kernel's thread a live notebook's cells cannot be reverted (said)."""
+        if self.turning:
+            return UNDO_WHILE_TURNING
         steps = self.undo.last_turn() if call_id is None else self.undo.since(call_id)
         if not steps:
             return self._nothing_to_undo(call_id)
-        ns = self._user_ns()
         live = self.live
-        report = self.undo.take_back(steps, ns if ns is not None else {}, live.revert if live is not None else None)
-        return report.text()
+        revert: CellReverter | None = live.revert if live is not None else None
+        cell_calls = [s.call_id for s in steps if s.cells]
+        if on_main is not None and live is not None and cell_calls:
+            lines = live.revert(cell_calls)  # off the kernel's thread: the front end's answers can arrive
+            revert = lambda _calls: lines  # noqa: E731  # what the reverts did, for the report
+
+        def back() -> str:
+            ns = self._user_ns()
+            return self.undo.take_back(steps, ns if ns is not None else {}, revert).text()
+
+        return on_main(back) if on_main is not None else back()
 
     def _nothing_to_undo(self, call_id: str | None) -> str:
         if call_id is not None:

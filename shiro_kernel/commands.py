@@ -118,6 +118,12 @@ def _undoable(agent: Agent, arg: str) -> str:
     return json.dumps({"calls": agent.undo.undoable()})
 
 
+#: answered at once where turns run in the background, never queued behind a turn (a front end asks them silently):
+#: ``/undoable`` only reads; ``/undo`` runs off the kernel's thread (:meth:`~shiro_kernel.ui.live.LiveController.
+#: take_back`), so the front end can answer its cell reverts, and is refused while a turn runs
+UNDO_COMMANDS = ("/undo", "/undoable")
+
+
 def _history(agent: Agent, arg: str) -> str:
     from .store.history import format_history
 

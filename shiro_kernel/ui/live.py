@@ -11,6 +11,12 @@
   ``%shiro`` typed while a turn runs is queued; when a turn ends exactly one queued prompt starts.
   Stop and a kernel interrupt abort the turn and clear the queue. Nothing is persisted.
 
+* Undo (issue 35): once a turn has ended, its view's rows whose steps the kernel can take back get an Undo
+  button (:meth:`LiveController.refresh_undo`, again after every turn and undo). Taking back runs on a worker
+  thread (:meth:`LiveController.take_back`): the front end answers the reverts of cell changes only while the
+  kernel's thread is idle; names and files are put back on the kernel's thread. ``%shiro /undo`` and
+  ``/undoable`` come here too, never queued behind a turn (a front end asks them silently).
+
 The controller owns submitting a prompt (:meth:`LiveController.submit_prompt`: the view, its display,
 the queue). Background turns are used only when a widget frontend exists
 (:func:`~shiro_kernel.ui.kernel.widget_frontend`); nbclient, papermill, terminal IPython and ``--wait``
@@ -42,6 +48,18 @@ from .text_view import context_percent, final_bundle
 if TYPE_CHECKING:
     from ..agent import Agent
     from ..mcp.consent import ConsentRequest
+
+
+#: an Undo while a turn runs or waits: the steps it takes back may be the ones the turn builds on
+UNDO_WHILE_TURN = "not undone: a turn is running or queued; take steps back once it has ended (Stop ends it now)"
+UNDO_BUSY = "not undone: an undo is running; its report follows"
+#: what a ``%shiro /undo`` cell shows until its report replaces it
+TAKING_BACK = "taking the steps back…"
+
+
+def command_bundle(text: str) -> dict[str, str]:
+    """A slash command's text as the cell shows it (as the magic displays one)."""
+    return {"text/plain": text, "text/markdown": f"```text\n{text}\n```"}
 
 
 # -- the hand-over to the kernel's thread -----------------------------------------------------------
@@ -138,6 +156,7 @@ class LiveController:
         self.publish = publish or (lambda bundle, parent, display_id=None: None)
         self.finished: list[LiveTurn] = []  # ended turns, oldest first (tests; trimmed)
         self._main_job = False  # a tool job is running on the kernel thread right now
+        self.undoing: threading.Thread | None = None  # an undo taking steps back (a %shiro typed meanwhile queues)
         self._unregister = kernel.on_interrupt(self.interrupt)
 
     @classmethod
@@ -163,7 +182,7 @@ class LiveController:
 
     @property
     def busy(self) -> bool:
-        return self.running is not None or bool(self.queue)
+        return self.running is not None or bool(self.queue) or self.undoing is not None
 
     # -- submitting ----------------------------------------------------------------------------------
     def submit_line(self, line: Line) -> int:
@@ -219,7 +238,7 @@ class LiveController:
 
     def submit(self, item: LiveTurn) -> int:
         """Start ``item`` now (returns 0) or queue it (returns its 1-based queue position)."""
-        if self.running is None and not self.queue:
+        if not self.busy:
             self._start(item)
             return 0
         self.queue.append(item)
@@ -237,6 +256,7 @@ class LiveController:
     def _start(self, item: LiveTurn) -> None:
         self.running = item
         item.state = "running"
+        self.refresh_undo()  # no step is taken back while a turn runs
         text = item.prepare(item) if item.prepare else None
         if text is not None:  # a slash command, or nothing to run
             if item.view is not None:
@@ -255,7 +275,12 @@ class LiveController:
         self.finished = [*self.finished[-20:], item]
         if self.running is item:
             self.running = None
-        if self.queue:
+        self.refresh_undo()  # this turn's rows, and older ones whose checkpoints it dropped for room
+        self._next()
+
+    def _next(self) -> None:
+        """Start the first queued turn, when nothing runs."""
+        if self.queue and self.running is None and self.undoing is None:
             nxt = self.queue.popleft()
             self._show_queue()
             self._start(nxt)
@@ -357,6 +382,70 @@ class LiveController:
         if asked.answer is None:  # stopped or unanswered: not started, asked again next turn
             return None
         return ALLOW if asked.answer in ("approve", "always") else DENY
+
+    # -- undo ------------------------------------------------------------------------------------------
+    def refresh_undo(self) -> None:
+        """Every ended turn's view: an Undo button on each row whose step can be taken back now, ``undone`` on
+        each row taken back; none while a turn runs or waits in the queue."""
+        try:
+            journal = self.agent.undo
+            calls = set() if self.busy else set(journal.undoable())
+            undone = {s.call_id for s in list(journal.steps) if s.undone}
+            for item in self.finished:
+                if item.view is not None:
+                    item.view.offer_undo(calls, undone, functools.partial(self._undo_row, item.view))
+        except Exception:  # a view must never break the turn's hand-over (printed to the kernel's log)
+            import traceback
+
+            traceback.print_exc(file=sys.__stderr__)
+
+    def _undo_row(self, view: Any, call_id: str) -> None:
+        """A row's Undo: that step and every one after it; the report under the row."""
+        self.take_back(call_id, functools.partial(view.undo_report, call_id))
+
+    def take_back(self, call_id: str | None, show: Callable[[str], None]) -> None:
+        """Take steps back (:meth:`~shiro_kernel.agent.Agent.undo_back`: the last turn's, or ``call_id``'s and every
+        one after it) on a worker thread, so that the front end's answers to the cell reverts can reach the kernel;
+        names and files are put back on the kernel's thread. ``show`` gets the report there, then every view's
+        buttons follow. Refused in one sentence, at once, while a turn runs or waits or another undo runs."""
+        if self.busy:
+            show(UNDO_BUSY if self.undoing is not None else UNDO_WHILE_TURN)
+            return
+
+        def work() -> None:
+            try:
+                text = self.agent.undo_back(call_id, on_main=self._run_on_kernel)
+            except BaseException as exc:  # never into the kernel: the report says what failed
+                text = f"undo failed: {type(exc).__name__}: {exc}"
+            self.inbox.post(functools.partial(self._undone, text, show))
+
+        self.undoing = threading.Thread(target=work, name="shiro-undo", daemon=True)
+        self.refresh_undo()  # no second click meanwhile
+        self.undoing.start()
+
+    def _undone(self, text: str, show: Callable[[str], None]) -> None:
+        self.undoing = None
+        try:
+            show(text)
+        finally:
+            self.refresh_undo()
+            self._next()
+
+    def undo_line(self, line: str) -> None:
+        """``%shiro /undoable`` (shown at once) and ``%shiro /undo [CALL_ID]`` (:meth:`take_back`; its report
+        replaces a placeholder in this cell when done, so a front end asking silently reads it from the same
+        request), never queued behind a turn."""
+        from IPython.display import display
+
+        from .. import commands
+
+        name, _, arg = line.strip().partition(" ")
+        if name.lower() != "/undo":
+            display(command_bundle(commands.run(self.agent, line)), raw=True)
+            return
+        handle = display(command_bundle(TAKING_BACK), raw=True, display_id=True)
+        parent, display_id = kernel.cell_parent(self.shell), getattr(handle, "display_id", None)
+        self.take_back(arg.strip() or None, lambda text: self.publish(command_bundle(text), parent, display_id))
 
     # -- stopping and waiting ---------------------------------------------------------------------
     def stop(self, why: str = "dropped: the turn before it was stopped") -> None:

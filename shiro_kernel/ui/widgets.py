@@ -1,5 +1,6 @@
 """The live view of a turn (ipywidgets): streamed Markdown, tool rows, task panel, context meter,
-prompt queue, Stop and approval buttons.
+prompt queue, Stop and approval buttons, and, once the turn has ended, an Undo button on each row whose step
+the kernel can still take back (:meth:`TurnView.offer_undo`).
 
 Everything here runs on the kernel's main thread (the background turn hands events over through
 :class:`shiro_kernel.ui.live.Inbox`). Redrawing is throttled (``render.Throttle(1/30)``): a burst of
@@ -147,6 +148,35 @@ class ApprovalBox(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotation
         self.always_button.layout.display = None
 
 
+class UndoBar(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
+    """Under a tool row of an ended turn: Undo (that step and every one after it) while the kernel can take it
+    back, ``undone`` once it was, and what the last Undo here restored and could not."""
+
+    def __init__(self, call_id: str, on_undo: Callable[[str], None]) -> None:
+        self.call_id = call_id
+        self.button = W.Button(
+            description="Undo",
+            icon="undo",
+            tooltip="take back this step and every one after it (variables, files, cell changes)",
+            layout=W.Layout(width="auto"),
+        )
+        self.mark = W.HTML("")
+        self.report = W.HTML("")
+        self.button.on_click(lambda _b: self._clicked(on_undo))
+        super().__init__([W.HBox([self.button, self.mark]), self.report], layout=W.Layout(margin="0 0 0 1.5em"))
+        self.add_class("shiro-undo")
+
+    def _clicked(self, on_undo: Callable[[str], None]) -> None:
+        self.button.disabled = True  # one click; the view's buttons follow once the undo has ended
+        self.report.value = "<em>taking back this step and those after it…</em>"
+        on_undo(self.call_id)
+
+    def show(self, *, can_undo: bool, undone: bool) -> None:
+        self.button.layout.display = None if can_undo else "none"
+        self.button.disabled = False
+        self.mark.value = '<em class="shiro-undone">↶ undone</em>' if undone else ""
+
+
 class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
     """One turn's live view. Feed it events with :meth:`feed` (on the kernel thread)."""
 
@@ -173,6 +203,7 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         self.flushes = 0  # how many redraws (for tests and the benchmark)
         self._rows: list[Any] = []  # one HTML widget per log entry
         self._outputs: dict[int, Any] = {}  # entry index -> the Output widget with that call's displays
+        self._undo_bars: dict[str, UndoBar] = {}  # call id -> its row's Undo button and report
         self._output_budget = TURN_OUTPUT_BYTES
         self._ticking = False
         self.started_at = time.monotonic()
@@ -258,15 +289,23 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
                 self._outputs[index] = view
                 grew = True
         if grew:
-            children: list[Any] = []
-            for index, row in enumerate(rows):
-                children.append(row)
-                if index in self._outputs:
-                    children.append(self._outputs[index])
-            self.entries.children = tuple(children)
+            self._arrange()
         self._last_flush = time.monotonic()
         self.throttle._last = self._last_flush
         self._flush_cost = self._last_flush - started
+
+    def _arrange(self) -> None:
+        """The entries' widgets in order: each row, what its call displayed, its Undo bar."""
+        children: list[Any] = []
+        entries = self.turn_log.entries
+        for index, row in enumerate(self._rows):
+            children.append(row)
+            if index in self._outputs:
+                children.append(self._outputs[index])
+            entry = entries[index] if index < len(entries) else None
+            if isinstance(entry, ToolRow) and entry.call_id in self._undo_bars:
+                children.append(self._undo_bars[entry.call_id])
+        self.entries.children = tuple(children)
 
     def _refresh_side(self) -> None:
         try:
@@ -335,6 +374,31 @@ class TurnView(W.VBox):  # type: ignore[misc]  # ipywidgets has no annotations
         )
         self.stop_button.layout.display = "none"
         self.show_queue([])
+
+    # -- undo ---------------------------------------------------------------------------------------
+    def offer_undo(self, calls: set[str], undone: set[str], on_undo: Callable[[str], None]) -> None:
+        """Once the turn has ended: an Undo button on each row whose call is in ``calls`` (its step can be taken
+        back now; ``on_undo`` gets the call id on a click), none on the others; ``undone`` rows are marked so."""
+        if self.turn_log.end is None:
+            return
+        added = False
+        for row in self.tool_rows:
+            bar = self._undo_bars.get(row.call_id)
+            if bar is None and (row.call_id in calls or row.call_id in undone):
+                bar = self._undo_bars[row.call_id] = UndoBar(row.call_id, on_undo)
+                added = True
+            if bar is not None:
+                bar.show(can_undo=row.call_id in calls, undone=row.call_id in undone)
+        if added:
+            self._arrange()
+
+    def undo_report(self, call_id: str, text: str) -> None:
+        """What an Undo on ``call_id``'s row restored and could not, under that row (as text)."""
+        bar = self._undo_bars.get(call_id)
+        if bar is not None:
+            bar.report.value = (
+                f'<pre class="shiro-undo-report" style="white-space:pre-wrap;margin:0">{html.escape(text)}</pre>'
+            )
 
     # -- approval -----------------------------------------------------------------------------------
     def ask(self, name: str, title: str, body_html: str, answer: Callable[[str], None], **choices: Any) -> None:
