@@ -66,7 +66,7 @@ def cell_output(page: Any, index: int) -> Any:
 #: each call of the open notebook's session and how many results its saved record holds for it (one each)
 RESULTS_PER_CALL = (
     "__import__('json').dumps((lambda a: (lambda s: {c.call_id: sum(r.call_id == c.call_id for n in s.messages "
-    "for r in n.tool_results()) for m in s.messages for c in m.tool_calls()})(a.store.load(a.session.id)))"
+    "for r in n.tool_results()) for m in s.messages for c in m.tool_calls()})(a.current.store.load(a.current.session.id)))"
     "(get_ipython().magics_manager.registry['ShiroMagics'].agent))"
 )
 

@@ -857,7 +857,7 @@ def test_a_stop_after_one_accept_keeps_it_and_says_exactly_what_went_in(agent: A
     told = kernel_print(
         page,
         "__import__('json').dumps([p.output for m in get_ipython().magics_manager.registry['ShiroMagics'].agent"
-        ".session.messages for p in m.tool_results()][-2:])",
+        ".current.session.messages for p in m.tool_results()][-2:])",
     )
     assert json.loads(told) == [
         "Inserted cell 2 (the user accepted it).",
