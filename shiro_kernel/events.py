@@ -125,7 +125,7 @@ class Notice:
 @dataclass
 class Recorded:
     """What the turn's saved bundle needs so a rerun of the notebook can replay it without the model: its
-    prompt, cell, ordinal, id and calls (``replay.plan.replay_fields``)."""
+    prompt, cell, ordinal, id and calls (``rerun.replay_plan.replay_fields``)."""
 
     fields: dict[str, Any]
 

@@ -10,7 +10,7 @@ rule                          derived from the effect
 approval (``approval.py``)    ``needs_approval`` (NAMESPACE, FILES or OUTSIDE): asked under "ask";
                               any change (``changes``, REVIEW too) refused under "read-only"
 write-ahead (``store/``)      ``changes``: the record is written before such a call runs
-replay (``replay/plan.py``)   READS only: omitted; the ``python`` call: run again; any other change: the
+replay (``rerun/replay_plan.py``)   READS only: omitted; the ``python`` call: run again; any other change: the
                               replay stops before it
 review (``turn.py``)          ``reviewed`` (REVIEW): the step's changes go to the notebook as one review
 undo                          ``undoable``: no OUTSIDE effect (what it changed can be taken back)
