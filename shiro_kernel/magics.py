@@ -151,8 +151,9 @@ class ShiroMagics(Magics):
         agent_variant(self.settings, line.agent)  # an unknown variant: a RequestError, one line (``_run``)
         self._session_flags(agent, line)
         live = self._controller()
-        if action == "command" and live is not None and line.prompt.split()[0].lower() in commands.UNDO_COMMANDS:
-            live.undo_line(line.prompt)  # never queued behind a turn; /undo runs off this thread (ui/live.py)
+        undo = live or self.controller  # a front end asks silently: no cell metadata says it draws widgets
+        if action == "command" and undo is not None and line.prompt.split()[0].lower() in commands.UNDO_COMMANDS:
+            undo.undo_line(line.prompt)  # never queued behind a turn; /undo runs off this thread (ui/live.py)
             return
         if action == "turn":
             from .rerun.sites import Ordinals

@@ -2,7 +2,8 @@
  * shiro_kernel's JupyterLab extension: draws saved turns without a kernel, gives `%shiro` a prompt box
  * (command palette, notebook toolbar, Alt I) with the project's prompt history on Up/Down, serves the
  * kernel's notebook channel (./channel.ts: the cell tools read, review, and run the open document) and
- * puts "Fix with shiro" on failed cells (./fixcell.ts).
+ * puts "Fix with shiro" on failed cells (./fixcell.ts) and Undo on the rows of turns its kernel can take back
+ * (./undo.ts).
  */
 import {
   JupyterFrontEnd,
@@ -11,6 +12,7 @@ import {
 import { Dialog, ICommandPalette, ToolbarButton } from '@jupyterlab/apputils';
 import {
   INotebookTracker,
+  Notebook,
   NotebookActions,
   NotebookPanel
 } from '@jupyterlab/notebook';
@@ -20,7 +22,8 @@ import { Widget } from '@lumino/widgets';
 import { NotebookChannels } from './channel';
 import { FIX_COMMAND, FixButtons, canFix, fixCell } from './fixcell';
 import { HistoryWalker, parseHistory, shiroCell } from './format';
-import { RANK, createRendererFactory } from './renderer';
+import { RANK, UndoFinder, createRendererFactory } from './renderer';
+import { UndoState } from './undo';
 
 export const COMMAND = 'shiro:ask';
 
@@ -144,6 +147,40 @@ async function ask(tracker: INotebookTracker): Promise<void> {
   await NotebookActions.run(notebook, panel.sessionContext);
 }
 
+/**
+ * The undo state of the notebook panel a rendering stands in, made on first need: asked again after each cell
+ * the panel runs, forgotten when its kernel restarts or changes.
+ */
+function undoFinder(tracker: INotebookTracker): UndoFinder {
+  const states = new WeakMap<NotebookPanel, UndoState>();
+  return node => {
+    const panel = tracker.find(p => p.node.contains(node));
+    if (!panel) {
+      return null;
+    }
+    let state = states.get(panel);
+    if (!state) {
+      const made = (state = new UndoState(() => panel.sessionContext.session?.kernel ?? null));
+      states.set(panel, made);
+      const context = panel.sessionContext;
+      context.kernelChanged.connect(() => made.forget());
+      context.statusChanged.connect((_, status) => {
+        if (status === 'restarting' || status === 'autorestarting' || status === 'dead') {
+          made.forget();
+        }
+      });
+      const ran = (_: unknown, args: { notebook: Notebook }): void => {
+        if (args.notebook === panel.content) {
+          void made.refresh();
+        }
+      };
+      NotebookActions.executed.connect(ran);
+      panel.disposed.connect(() => NotebookActions.executed.disconnect(ran));
+    }
+    return state;
+  };
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'shiro-kernel:plugin',
   description: 'Renders shiro turns and adds the Shiro: Ask prompt box.',
@@ -156,7 +193,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker: INotebookTracker | null,
     palette: ICommandPalette | null
   ) => {
-    rendermime.addFactory(createRendererFactory(rendermime), RANK);
+    rendermime.addFactory(createRendererFactory(rendermime, tracker ? undoFinder(tracker) : null), RANK);
     if (!tracker) {
       return;
     }

@@ -5,6 +5,9 @@
  * under its row through JupyterLab's own renderers, notices, the task list with the seed's bar, and
  * the footer.
  *
+ * In a notebook panel whose running kernel can take a row's step back, the row gets an Undo button
+ * (./undo.ts); the report it brings goes in as text.
+ *
  * Safe whatever the notebook's trust: the model's text (answer, tool rows, notices, errors) is never
  * trusted. Every string goes in as text, and the answer's Markdown is rendered untrusted (JupyterLab's
  * sanitizer) and made inert before it is drawn (./sanitize.ts: images and media as links, nothing that
@@ -13,6 +16,7 @@
  */
 import { IRenderMimeRegistry, renderMarkdown } from '@jupyterlab/rendermime';
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 
 import { unifiedLines } from './diff';
@@ -34,6 +38,10 @@ import {
 } from './format';
 import { IPlaced, applyMarks, callNames, numbersOf, placeNumbers, withSentinels } from './marks';
 import { inertSanitizer, neutralise } from './sanitize';
+import { UndoRows, UndoState } from './undo';
+
+/** The undo state of the notebook panel a rendering's node stands in (null: none, or not in a panel). */
+export type UndoFinder = (node: HTMLElement) => UndoState | null;
 
 /**
  * Ranks: lower wins. HTML is 50, Markdown 60, the ipywidgets view -10. A finished turn's output
@@ -58,9 +66,13 @@ function el<K extends keyof HTMLElementTagNameMap>(
 }
 
 export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
+  private undo = new UndoRows(this.node);
+  private drawn = false; // a bundle was drawn since the kernel was last asked what it can take back
+
   constructor(
     private options: IRenderMime.IRendererOptions,
-    private registry: IRenderMimeRegistry | null = null
+    private registry: IRenderMimeRegistry | null = null,
+    private undoFor: UndoFinder | null = null
   ) {
     super();
     this.addClass('jp-RenderedShiroTurn');
@@ -74,6 +86,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
       return;
     }
     const turn = data as ITurn;
+    const undoRows = new Map<string, HTMLElement>();
     const pending: Promise<void>[] = [];
     const numbers = numbersOf(turn.numbers);
     const answer = lastTextIndex(turn);
@@ -88,6 +101,7 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
         const row = isCellChange(entry.change) ? changeRow(entry, entry.change) : toolRow(entry);
         if (typeof entry.callId === 'string') {
           row.dataset.shiroCall = entry.callId;
+          undoRows.set(entry.callId, row);
         }
         this.node.appendChild(row);
         for (const output of drawableOutputs(entry)) {
@@ -118,7 +132,28 @@ export class TurnRenderer extends Widget implements IRenderMime.IRenderer {
     if (foot) {
       this.node.appendChild(el('div', 'shiro-footer', foot));
     }
+    this.undo.setRows(undoRows);
+    this.drawn = true; // a new bundle: a turn ended, or the notebook opened
+    if (this.isAttached) {
+      this.followUndo();
+    }
     await Promise.all(pending);
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this.followUndo();
+  }
+
+  dispose(): void {
+    this.undo.dispose();
+    super.dispose();
+  }
+
+  /** The Undo buttons follow the panel's kernel (found once the node is in the page). */
+  private followUndo(): void {
+    this.undo.follow(this.undoFor?.(this.node) ?? null, this.drawn);
+    this.drawn = false;
   }
 
   /** One display output through the registry's own renderer for its richest safe MIME type. */
@@ -258,13 +293,17 @@ function taskList(turn: ITurn): HTMLElement {
   return pre;
 }
 
-/** The factory; with the registry, a call's display outputs are drawn by JupyterLab's own renderers. */
-export function createRendererFactory(registry: IRenderMimeRegistry | null): IRenderMime.IRendererFactory {
+/** The factory; with the registry, a call's display outputs are drawn by JupyterLab's own renderers; with
+ * `undoFor`, rows get Undo buttons in a notebook panel whose kernel can take their steps back. */
+export function createRendererFactory(
+  registry: IRenderMimeRegistry | null,
+  undoFor: UndoFinder | null = null
+): IRenderMime.IRendererFactory {
   return {
     safe: true,
     mimeTypes: [TURN_MIME],
     defaultRank: RANK,
-    createRenderer: options => new TurnRenderer(options, registry)
+    createRenderer: options => new TurnRenderer(options, registry, undoFor)
   };
 }
 

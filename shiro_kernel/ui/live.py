@@ -157,6 +157,7 @@ class LiveController:
         self.finished: list[LiveTurn] = []  # ended turns, oldest first (tests; trimmed)
         self._main_job = False  # a tool job is running on the kernel thread right now
         self.undoing: threading.Thread | None = None  # an undo taking steps back (a %shiro typed meanwhile queues)
+        self._after_undo: list[Callable[[], None]] = []  # listings asked while it runs, answered when it has ended
         self._unregister = kernel.on_interrupt(self.interrupt)
 
     @classmethod
@@ -425,27 +426,37 @@ class LiveController:
 
     def _undone(self, text: str, show: Callable[[str], None]) -> None:
         self.undoing = None
+        waiting, self._after_undo = self._after_undo, []
         try:
             show(text)
         finally:
             self.refresh_undo()
+            for answer in waiting:
+                answer()
             self._next()
 
     def undo_line(self, line: str) -> None:
-        """``%shiro /undoable`` (shown at once) and ``%shiro /undo [CALL_ID]`` (:meth:`take_back`; its report
-        replaces a placeholder in this cell when done, so a front end asking silently reads it from the same
-        request), never queued behind a turn."""
+        """``%shiro /undoable`` and ``%shiro /undo [CALL_ID]`` (:meth:`take_back`), never queued behind a turn. The
+        undo's report replaces a placeholder in this cell when done, so a front end asking silently reads it from
+        the same request; so does a listing asked while an undo runs (what it lists is true once that has ended)."""
         from IPython.display import display
 
         from .. import commands
 
         name, _, arg = line.strip().partition(" ")
-        if name.lower() != "/undo":
+        if name.lower() != "/undo" and self.undoing is None:
             display(command_bundle(commands.run(self.agent, line)), raw=True)
             return
         handle = display(command_bundle(TAKING_BACK), raw=True, display_id=True)
         parent, display_id = kernel.cell_parent(self.shell), getattr(handle, "display_id", None)
-        self.take_back(arg.strip() or None, lambda text: self.publish(command_bundle(text), parent, display_id))
+
+        def show(text: str) -> None:
+            self.publish(command_bundle(text), parent, display_id)
+
+        if name.lower() == "/undo":
+            self.take_back(arg.strip() or None, show)
+        else:
+            self._after_undo.append(lambda: show(commands.run(self.agent, line)))
 
     # -- stopping and waiting ---------------------------------------------------------------------
     def stop(self, why: str = "dropped: the turn before it was stopped") -> None:

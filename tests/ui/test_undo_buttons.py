@@ -201,3 +201,17 @@ def test_undo_runs_off_the_kernels_thread_and_puts_names_back_on_it(shell, fake_
     assert controller_of(shell).wait_idle(20)
     assert threads == {"undo": "shiro-undo", "names": threading.main_thread().name}
     assert Path("clean.csv").exists() is False
+
+
+def test_a_listing_asked_while_an_undo_runs_is_answered_when_it_has_ended(shell, fake_openai):
+    """A front end that asks what can be taken back while an undo runs (a cell of it just ended) gets the
+    answer that is true once the undo has ended, in the same request, never the list from before it."""
+    view = clean_turn(shell, fake_openai)
+    controller = controller_of(shell)
+    bars(view)[view.tool_rows[0].call_id].button.click()
+    assert controller.undoing is not None  # the names go back on this thread, which the test has not pumped yet
+    with capture_output() as cap:
+        shell.run_cell("%shiro /undoable")
+        assert controller.wait_idle(20)
+    said = [o.data.get("text/plain", "") for o in cap.outputs]
+    assert said == [live.TAKING_BACK, json.dumps({"calls": []})], said
