@@ -141,6 +141,7 @@ def test_no_undo_while_a_turn_runs_and_the_listing_is_never_queued(shell, fake_o
     assert not any(shown(b) for b in bars(view).values())  # no button while a turn runs
     started = time.monotonic()
     listed = json.loads(run(shell, "%shiro /undoable").strip().splitlines()[-1])
+    answered = time.monotonic() - started
     assert controller.running is not None and not controller.queue  # answered at once, not queued behind the turn
     assert set(listed["calls"]) == {r.call_id for r in view.tool_rows}
     said: list[str] = []
@@ -152,8 +153,8 @@ def test_no_undo_while_a_turn_runs_and_the_listing_is_never_queued(shell, fake_o
         "Undo clicked while a turn runs",
         1,
         0,
-        f"refused in one sentence, nothing taken back; the listing answered in {time.monotonic() - started:.2f} s "
-        "while the turn ran, not queued",
+        f"refused in one sentence, nothing taken back; the listing answered in {answered * 1000:.0f} ms while the "
+        "turn ran (the model held its answer 1.5 s), not queued",
     )
     assert all(shown(b) for b in bars(view).values())  # back once the turn has ended
 
