@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 
 from .config import Shiro
 
@@ -106,12 +106,14 @@ class ShiroMagics(Magics):
             self._agent = Agent(self.shell, self.settings)
         return self._agent
 
+    @no_var_expand  # the prompt as typed: `{df.shape}` or `$x` are words for the model, never evaluated here
     @line_magic
     def shiro(self, line: str) -> None:
         """Run one agent turn: %shiro [options] PROMPT; %%shiro [options] takes the cell body as the prompt.
         A slash command (%shiro /todos) runs a command instead."""
         self._run(parse_line(line))
 
+    @no_var_expand
     @cell_magic("shiro")  # type: ignore[arg-type]  # IPython types the decorator for functions, not methods
     def shiro_cell(self, line: str, cell: str) -> None:
         """%%shiro [options] — the cell body is the prompt (options as for %shiro)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -175,3 +176,15 @@ def test_session_flags_typed_while_a_turn_runs_apply_without_a_prompt(live_shell
     assert magics.controller.wait_idle(10)
     assert len(fake_openai.requests) == 1  # the flag queued no turn
     assert magics.controller.finished[-1].view.turn_log.answer == "still running"
+
+
+def test_a_prompt_is_sent_as_typed_never_expanded(shiro_shell, fake_openai):
+    """IPython expands ``{expr}`` and ``$name`` in a line magic's line unless told not to: a prompt holding braces
+    (a dict, a format string, a call id pasted by a front end) must reach the model as typed, run nothing."""
+    shiro_shell.user_ns["secret_value"] = "SHOULD-NOT-APPEAR"
+    fake_openai.enqueue(Reply(text="ok"), Reply(text="ok"))
+    shiro_shell.run_cell("%shiro what does {secret_value} print, and $secret_value?")
+    shiro_shell.run_cell("%shiro is {__import__('os').getpid()} a pid?")
+    prompts = [r.body["input"][0]["content"] for r in fake_openai.requests]
+    assert prompts[0] == "what does {secret_value} print, and $secret_value?"
+    assert "{__import__('os').getpid()}" in json.dumps(fake_openai.requests[1].body)
