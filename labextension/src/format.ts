@@ -69,7 +69,14 @@ export interface ITurn {
   sessionId?: string;
   entries: Entry[];
   tasks?: ITask[];
-  usage?: { inputTokens: number; outputTokens: number; cachedInputTokens?: number; costUsd?: number | null };
+  usage?: {
+    inputTokens: number;
+    outputTokens: number;
+    cachedInputTokens?: number;
+    costUsd?: number | null;
+    /** the server sent no usage: the counts are the estimate (characters / 4) */
+    estimated?: boolean;
+  };
   /** the answer's numbers, looked up in the turn's outputs (./marks.ts) */
   numbers?: INumber[];
   end?: { reason: string; error?: string | null };
@@ -161,7 +168,11 @@ export function footer(turn: ITurn): string {
   if (turn.usage) {
     const cached = turn.usage.cachedInputTokens;
     const ofIt = typeof cached === 'number' && cached > 0 ? ` (${thousands(cached)} cached)` : '';
-    parts.push(`${thousands(turn.usage.inputTokens)} in${ofIt} · ${thousands(turn.usage.outputTokens)} out tokens`);
+    const mark = turn.usage.estimated === true ? '~' : '';
+    const said = turn.usage.estimated === true ? ' (estimated: the server sent no usage)' : '';
+    parts.push(
+      `${mark}${thousands(turn.usage.inputTokens)} in${ofIt} · ${mark}${thousands(turn.usage.outputTokens)} out tokens${said}`
+    );
     if (turn.usage.costUsd !== null && turn.usage.costUsd !== undefined) {
       parts.push(`$${turn.usage.costUsd.toFixed(4)}`);
     }

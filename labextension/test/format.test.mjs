@@ -49,6 +49,11 @@ test('footer has tokens, cost and the resume hint', () => {
     '5 in · 1 out tokens');
 });
 
+test('a usage the server did not send is shown as the estimate it is', () => {
+  const turn = { version: 1, entries: [], usage: { inputTokens: 4100, outputTokens: 60, costUsd: null, estimated: true } };
+  assert.equal(footer(turn), '~4,100 in · ~60 out tokens (estimated: the server sent no usage)');
+});
+
 test('isTurn', () => {
   assert.ok(isTurn({ version: 1, entries: [] }));
   assert.ok(!isTurn({ version: 1 }));

@@ -38,7 +38,9 @@ def _output_text(output: Any) -> str:
         data = data if isinstance(data, dict) else {}
         if TURN_MIME in data:  # a %shiro cell's turn: its answer, not a rendering of every row
             return _turn_text(data[TURN_MIME])
-        if WIDGET_MIME in data and _text(data.get("text/plain", "")).startswith("TurnView("):
+        if WIDGET_MIME in data and _text(data.get("text/plain", "")).startswith(
+            ("shiro: a turn is running", "TurnView(")
+        ):
             return "(a shiro turn, still running: its answer is not in yet)"
         pieces = []
         if "text/plain" in data:

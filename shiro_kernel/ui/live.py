@@ -142,6 +142,11 @@ class LiveTurn:
     state: str = "new"  # new | queued | running | done | dropped
 
 
+#: what a running turn's cell says where its widgets are not drawn (another window under real-time collaboration,
+#: ``notebook_read``): the turn's answer replaces it when the turn ends
+RUNNING_TEXT = "shiro: a turn is running here; its answer replaces this when it ends"
+
+
 class LiveController:
     """The running turn and the prompt queue of one agent."""
 
@@ -210,6 +215,7 @@ class LiveController:
         )
         live_bundle = view._repr_mimebundle_()
         item.widget_data = {k: v for k, v in live_bundle.items() if k != "text/plain"}
+        live_bundle["text/plain"] = RUNNING_TEXT  # where widgets are not drawn (another window, a reader): words
         handle = display(live_bundle, raw=True, display_id=True)
         item.display_id = getattr(handle, "display_id", None)
         position = self.submit(item)

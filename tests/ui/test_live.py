@@ -64,7 +64,7 @@ def test_a_turn_returns_at_once_and_streams_into_the_view(shell, fake_openai):
     controller = controller_of(shell)
     # the magic did not wait for the model: the cell is back while the model still holds its answer
     assert controller.running is not None and controller.running.end is None and not controller.finished
-    assert "TurnView" in out
+    assert live.RUNNING_TEXT in out and "TurnView(" not in out  # words where the widgets are not drawn
     assert controller.wait_idle(10)
     item = controller.finished[-1]
     assert item.end.reason == "answered"
