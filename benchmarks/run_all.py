@@ -29,6 +29,7 @@ SUITES = [
     ("The first notebook_read of a fresh kernel", "bench_notebook_read.py"),
     ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
     ("Beside jupyter-ai-magics", "bench_peer.py"),
+    ("Undo's checkpoints beside Kishu's", "bench_undo.py"),
 ]
 
 
