@@ -15,14 +15,13 @@ reached it and been answered.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import _peervenv
 from _turnbench import MODEL, TURN, Workspace, interleave, median, ms, table
 
 HERE = Path(__file__).resolve().parent
@@ -35,23 +34,10 @@ DELAY = 2.0  # seconds between %load_ext and the first call
 
 
 def peer_python() -> Path:
-    """The peer venv's interpreter, installing the venv first if it is missing or out of date."""
-    py = PEER_VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    marker = PEER_VENV / ".installed"
-    want = json.dumps(PEER_REQUIREMENTS)
-    if py.exists() and marker.exists() and marker.read_text() == want:
-        return py
-    print(f"installing the peer into {PEER_VENV} (once) ...", file=sys.stderr)
-    shutil.rmtree(PEER_VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-    subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PEER_REQUIREMENTS],
-        check=True,
-        stdout=sys.stderr,
+    """The peer venv's interpreter (:func:`_peervenv.peer_python`)."""
+    return _peervenv.peer_python(
+        PEER_VENV, PEER_REQUIREMENTS, "jupyter_ai_magics, langchain_openai, IPython", "the peer"
     )
-    subprocess.run([str(py), "-c", "import jupyter_ai_magics, langchain_openai, IPython"], check=True)
-    marker.write_text(want)
-    return py
 
 
 def version_of(python: Path | str, dist: str) -> str:

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import _peervenv
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PEER_REQUIREMENTS = ["kishu==0.3.4"]
@@ -338,23 +340,8 @@ def _result(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 
 # -- Kishu: its venv, one kernel per case and mode ----------------------------------------------------------------
 def peer_python() -> Path:
-    """The Kishu venv's interpreter, installing the venv first if it is missing or out of date."""
-    py = PEER_VENV / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    marker = PEER_VENV / ".installed"
-    want = json.dumps(PEER_REQUIREMENTS)
-    if py.exists() and marker.exists() and marker.read_text() == want:
-        return py
-    print(f"installing Kishu into {PEER_VENV} (once) ...", file=sys.stderr)
-    shutil.rmtree(PEER_VENV, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(PEER_VENV)], check=True)
-    subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *PEER_REQUIREMENTS],
-        check=True,
-        stdout=sys.stderr,
-    )
-    subprocess.run([str(py), "-c", "import kishu, ipykernel, jupyter_client, pandas"], check=True)
-    marker.write_text(want)
-    return py
+    """The peer venv's interpreter (:func:`_peervenv.peer_python`)."""
+    return _peervenv.peer_python(PEER_VENV, PEER_REQUIREMENTS, "kishu, ipykernel, jupyter_client, pandas", "Kishu")
 
 
 def run_kishu(py: Path, case: Case, kishu: bool) -> dict[str, Any]:
