@@ -418,7 +418,9 @@ class LiveNotebook:
             done = status in ("accepted", "applied")
             cell = f"cell {change.index}" if change.index >= 0 else "the cell"
             what = {"edit": f"the edit of {cell}", "insert": "the inserted cell", "delete": f"the deletion of {cell}"}
-            lines.append(f"{what[change.kind]} taken back" if done else f"{what[change.kind]} not taken back ({status})")
+            lines.append(
+                f"{what[change.kind]} taken back" if done else f"{what[change.kind]} not taken back ({status})"
+            )
             if done:
                 self._learn(inverse, reply.get("results", [{}])[0] if isinstance(reply, dict) else {})
                 self.applied.pop(inverse.call_id, None)
