@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import copy
 import io
+import itertools
 import sqlite3
 import sys
 import threading
@@ -34,8 +35,9 @@ _IMMUTABLE: tuple[type, ...] = (int, float, complex, bool, str, bytes, range, ty
 _IMMUTABLE += (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)
 #: containers copied by the copy module (one level when their items are immutable)
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
-#: the most items a size walk looks at before it calls a container too big to walk (and so not kept)
-WALK_LIMIT = 2_000_000
+#: the most objects a deep copy may have to copy: past it, the copy would hold the step up for seconds (a
+#: deep copy makes about a million small objects a second), so the value is named, not kept — the time budget
+WALK_LIMIT = 500_000
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def keep(value: Any, budget: int) -> Kept | NotKept:
         return Kept(_copy_flat(value), "copy", flat)
     size = size_of(value, budget)
     if size is None:
-        return NotKept(_over(budget + 1, budget, unknown=True))
+        return NotKept(f"over {WALK_LIMIT:,} objects to copy: too many to copy before the step runs")
     if size > budget:
         return NotKept(_over(size, budget))
     try:
@@ -116,10 +118,11 @@ def uncopyable(value: Any) -> str:
 
 def size_of(value: Any, limit: int) -> int | None:
     """The bytes ``value`` holds, walked without copying (pandas and numpy by their own count); None when the
-    walk passes :data:`WALK_LIMIT` items (too big to walk, so too big to keep)."""
+    walk passes :data:`WALK_LIMIT` objects (too many to copy in time, so not kept)."""
     seen: set[int] = set()
     stack = [value]
     total = items = 0
+    scalars, getsizeof = _SCALARS, sys.getsizeof
     while stack:
         v = stack.pop()
         if id(v) in seen:
@@ -133,14 +136,19 @@ def size_of(value: Any, limit: int) -> int | None:
         elif _is_numpy(v):
             total += int(v.nbytes)
         else:
-            total += sys.getsizeof(v, 64)
+            total += getsizeof(v, 64)
+            children: Iterable[Any] = ()
             if isinstance(v, dict):
-                stack.extend(v.keys())
-                stack.extend(v.values())
+                children = itertools.chain(v.keys(), v.values())
             elif isinstance(v, (list, tuple, set, frozenset, collections.deque)):
-                stack.extend(v)
+                children = v
             elif hasattr(v, "__dict__") and not isinstance(v, type):
-                stack.append(vars(v))
+                children = (vars(v),)
+            for child in children:  # a number or a string is shared by the copy: counted, not walked
+                if type(child) in scalars:
+                    total += getsizeof(child)
+                else:
+                    stack.append(child)
         if total > limit:
             return total
     return total

@@ -139,3 +139,9 @@ def test_a_step_and_those_after_it():
     assert steps is not None and [s.call_id for s in steps] == ["c3", "c2"]
     journal.take_back(steps, ns)
     assert ns["x"] == 2 and journal.undoable() == ["c1"] and journal.since("c9") is None
+
+
+def test_a_container_too_big_to_copy_in_time_is_named_before_the_step():
+    rows = [[i] for i in range(600_000)]  # 600,000 lists: a deep copy would hold the step up for seconds
+    kept = keep(rows, 10**10)
+    assert isinstance(kept, NotKept) and "too many to copy before the step runs" in kept.why
