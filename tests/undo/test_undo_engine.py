@@ -51,6 +51,7 @@ def test_what_may_change_names_unseen_is_said(code, why):
     assert why in touched(code).unseen
 
 
+@pytest.mark.filterwarnings("ignore:The inplace keyword")  # pandas 3.1 on dropna(inplace=True), as users write it
 def test_pandas_is_kept_by_copy_on_write_and_stays_intact():
     df = pd.DataFrame({"a": [1.0, None, 3.0]})
     kept = keep(df, 10**9)
@@ -81,6 +82,7 @@ def test_a_value_over_the_budget_is_named_with_its_size():
     assert isinstance(kept, NotKept) and "16 MB, over Shiro.undo_max_mb (1 MB)" in kept.why
 
 
+@pytest.mark.filterwarnings("ignore:The inplace keyword")
 def test_taking_back_restores_removes_and_names_what_it_cannot(tmp_path: Path):
     ns = {
         "df": pd.DataFrame({"a": [1.0, None, 3.0]}),
