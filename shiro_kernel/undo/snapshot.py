@@ -175,7 +175,22 @@ def _copy_on_write() -> bool:
 
 
 def _pandas_bytes(value: Any) -> int:
+    """What ``memory_usage(index=True, deep=False)`` says, without building its Series over every column (83 ms for
+    a 10,000-column frame, at each checkpoint): a numpy column holds rows × its item size; the others (strings,
+    categories, nullable numbers) are asked together."""
     try:
+        if hasattr(value, "columns"):
+            numpy_dtype = sys.modules["numpy"].dtype  # pandas is imported, so numpy is
+            width, others = 0, []
+            for i, dtype in enumerate(value.dtypes):
+                if isinstance(dtype, numpy_dtype):
+                    width += dtype.itemsize
+                else:
+                    others.append(i)
+            size = len(value) * width + int(value.index.memory_usage(deep=False))
+            if others:
+                size += int(value.iloc[:, others].memory_usage(index=False, deep=False).sum())
+            return size
         usage = value.memory_usage(index=True, deep=False)
         return int(usage.sum() if hasattr(usage, "sum") else usage)
     except Exception:  # an Index of some kinds, an extension array
