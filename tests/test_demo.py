@@ -16,13 +16,13 @@ from nbformat.sign import NotebookNotary
 BINDER = Path(__file__).resolve().parents[1] / "binder"
 
 
-def rerun(path: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+def rerun(path: Path, env: dict[str, str], *, tell: bool = True) -> nbformat.NotebookNode:
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(
         nb, timeout=120, kernel_name="python3", allow_errors=True, resources={"metadata": {"path": str(path.parent)}}
     )
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SHIRO_REPLAY"))}
-    client.execute(env={**base, **env, "JPY_SESSION_NAME": str(path)})
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "SHIRO_REPLAY", "JPY_SESSION_NAME"))}
+    client.execute(env={**base, **env, **({"JPY_SESSION_NAME": str(path)} if tell else {})})
     return nb
 
 
@@ -54,3 +54,21 @@ def test_the_demo_untrusted_runs_none_of_its_code(tmp_path):
     assert [(o.get("ename"), o.get("evalue")) for o in nb.cells[4].outputs] == [
         ("NameError", "name 'growth' is not defined")
     ]
+
+
+def test_a_program_that_does_not_tell_the_kernel_its_notebook_hears_how(tmp_path):
+    """nbconvert --execute and papermill do not say which file they run: the saved turns cannot be found, and
+    with no model to ask the cell says how to run it so that they replay, before the missing key."""
+    from shiro_kernel.rerun.turn_line import NOT_TOLD
+
+    path = copy_demo(tmp_path)
+    data = tmp_path / "jupyter-data"
+    data.mkdir()
+    NotebookNotary(data_dir=str(data)).sign(nbformat.read(path, as_version=4))
+    env = {"SHIRO_HOME": str(tmp_path / "home"), "JUPYTER_DATA_DIR": str(data)}
+    nb = rerun(path, env, tell=False)
+    asked = outputs_text(nb.cells[2])
+    assert asked.index(NOT_TOLD) < asked.index("No API key")
+    # a model to ask: the turn goes to it, and nothing is said of replaying
+    nb = rerun(path, {**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, tell=False)
+    assert NOT_TOLD not in outputs_text(nb.cells[2])

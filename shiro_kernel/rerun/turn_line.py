@@ -18,13 +18,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import environment
 from ..context.cell_changes import read_notebook_shared
 from ..events import Recorded, TurnEnd, Usage
 from ..store.ids import uuid7
 from ..store.short_ids import short_id
-from ..ui.kernel import has_frontend
+from ..ui.kernel import has_frontend, run_by_a_program
 from ..ui.text_view import TextView
 from .replay_cell import Refused, replay_cell
+
+#: said where a program runs the notebook without telling the kernel its file and no model can be asked: the
+#: saved turns cannot be found, so the cells after them would fail on names the turns made
+NOT_TOLD = (
+    "shiro: the turns saved in this notebook cannot replay here: the program running it did not tell the kernel "
+    "the notebook's file. Run it as `JPY_SESSION_NAME=$PWD/NAME.ipynb papermill NAME.ipynb OUT.ipynb` (or "
+    "`jupyter nbconvert --execute`), or check it with `shiro check NAME.ipynb`, which does."
+)
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -77,6 +86,8 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
         checkpoint=agent.checkpointer(uuid7()),  # the replayed calls are a turn of their own for undo
     )
     if outcome is None:
+        if agent.notebook is None and not (environment().api_key or settings.base_url) and run_by_a_program(shell):
+            print(NOT_TOLD)  # the model is asked next and says there is no key: this says what would have worked
         return False
     if isinstance(outcome, Refused):
         print(outcome.text)
@@ -88,4 +99,4 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
     return True
 
 
-__all__ = ["placed", "replayed"]
+__all__ = ["NOT_TOLD", "placed", "replayed"]

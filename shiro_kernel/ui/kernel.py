@@ -84,6 +84,17 @@ def widget_frontend(shell: Any, setting: str = "auto") -> bool:
     return bool(widget is not None and getattr(widget.Widget, "_control_comm", None) is not None)
 
 
+def run_by_a_program(shell: Any) -> bool:
+    """The cell was sent by a program running the notebook, not by a person: a kernel request that allows no
+    input and carries none of a notebook front end's metadata (nbclient, ``jupyter nbconvert --execute``,
+    papermill); False in JupyterLab, Notebook 7, a console and terminal IPython."""
+    if type(shell).__name__ != "ZMQInteractiveShell":
+        return False
+    request = _current_request(shell) or {}
+    content, metadata = request.get("content") or {}, request.get("metadata") or {}
+    return content.get("allow_stdin") is False and not ("deletedCells" in metadata or "recordTiming" in metadata)
+
+
 def _current_request(shell: Any) -> dict[str, Any] | None:
     """The whole execute request being run now (header, metadata, content), when the kernel says."""
     get_parent = getattr(_kernel(shell), "get_parent", None)
