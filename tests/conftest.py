@@ -41,6 +41,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     widgets = sys.modules.get("ipywidgets")
     if widgets is not None:
         widgets.Widget.close_all()
+    _forget_shells_at_exit()
+
+
+def _forget_shells_at_exit() -> None:
+    """IPython registers each shell's ``atexit_operations``, which resets it and runs a full ``gc.collect()``:
+    the hundreds of shells the tests made (a fresh one per test) cost about two minutes of collections after the
+    last test. Nothing of theirs is left to save (their history is in memory), so they are forgotten."""
+    import atexit
+    import gc
+
+    shells = sys.modules.get("IPython.core.interactiveshell")
+    if shells is None:
+        return
+    for obj in gc.get_objects():
+        if isinstance(obj, shells.InteractiveShell):
+            atexit.unregister(obj.atexit_operations)
 
 
 @pytest.fixture(scope="session", autouse=True)
