@@ -72,7 +72,9 @@ class Engine:
         if self.chat_format:
             args += ["--chat_format", self.chat_format]
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_dies_with_parent
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -124,6 +126,18 @@ class Engine:
                 return True
             time.sleep(0.05)
         return False
+
+
+def _dies_with_parent() -> None:
+    """In the engine's process before it starts: killed when the test run that started it ends, however it ends
+    (a pytest stopped by a signal runs no fixture's teardown, and the engine would serve on, orphaned). Linux
+    ties it to the thread that starts it: start engines from the main thread, as the fixture and tests do."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):  # not Linux: the fixture's teardown stops it
+        pass
 
 
 __all__ = ["MODEL", "Engine", "Request", "free_port", "model_file"]
