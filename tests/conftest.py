@@ -19,7 +19,7 @@ from fakeopenai import FakeOpenAI
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Every test gets its own SHIRO_HOME / IPYTHONDIR and no real API settings,
+    """Every test gets its own SHIRO_HOME / IPYTHONDIR / Jupyter folders and no real API settings,
     so no test can read or write the real home or reach a real endpoint."""
     home = tmp_path_factory.mktemp("shiro_home")
     monkeypatch.setenv("SHIRO_HOME", str(home))
@@ -31,6 +31,10 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         'c.HistoryManager.hist_file = ":memory:"\n'
     )
     monkeypatch.setenv("IPYTHONDIR", str(ipython_dir))
+    # Jupyter's own files (kernels' connection files, the notebook signatures, a server's file ids and config)
+    jupyter = tmp_path_factory.mktemp("jupyter")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(jupyter / "data"))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(jupyter / "config"))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API"):
         monkeypatch.delenv(var, raising=False)
 

@@ -81,6 +81,7 @@ def serve_lab(base: Path, lab_fake: FakeOpenAI, *, rtc: bool = False) -> Iterato
             "SHIRO_HOME": str(base / "shiro_home"),
             "IPYTHONDIR": str(base / "ipython"),
             "JUPYTER_CONFIG_DIR": str(base / "jupyter_config"),
+            "JUPYTER_DATA_DIR": str(base / "jupyter_data"),  # the notebooks' signatures, the file ids
             "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
             "JUPYTERLAB_SETTINGS_DIR": str(base / "settings"),
             "JUPYTERLAB_WORKSPACES_DIR": str(base / "workspaces"),
