@@ -80,14 +80,15 @@ def test_only_base_url_and_model_streaming_and_not(real_engine, kernel):
     assert [(r.path, r.status) for r in wire] == [("/v1/responses", 404), ("/v1/chat/completions", 200)]
     (record,) = records(kernel.home)
     assert record["usageEstimated"] is True and record["inputTokens"] > 100 and consistent(record)
-    # without streaming, the engine sends its usage: counted as it is, not estimated
+    # without streaming, the engine sends its usage: counted as it is, not estimated. In a new session: the first
+    # answer may have taken most of the window (its length is the model's choice), and pruning is another test's
     kernel.run("%config Shiro.stream = False\n%config Shiro.max_output_tokens = 24")
-    second = kernel.run("%shiro and again", timeout=300)
+    second = kernel.run("%shiro --new and again", timeout=300)
     assert "switched" not in second and "estimated" not in second
     assert re.search(r"[\d,]+ in · [\d,]+ out tokens", second)
     assert [(r.path, r.status) for r in engine.requests()[before + 2 :]] == [("/v1/chat/completions", 200)]
-    (record,) = records(kernel.home)
-    assert len(record["messages"]) == 4 and consistent(record)
+    (plain,) = [r for r in records(kernel.home) if r["id"] != record["id"]]
+    assert len(plain["messages"]) == 2 and "usageEstimated" not in plain and consistent(plain)
 
 
 def test_a_window_too_small_is_named_after_one_plain_request(real_engine, kernel):
@@ -152,7 +153,7 @@ def killed_mid_answer(engine: Engine, kernel: Any) -> str | None:
 def test_the_engine_killed_mid_turn_and_started_again(kernel, tmp_path):
     engine = Engine(n_ctx=2048).start()
     try:
-        kernel.run(setup(engine, "%config Shiro.max_output_tokens = 400"))
+        kernel.run(setup(engine, "%config Shiro.max_output_tokens = 120"))  # 1.8 s of writing, and room for 4 answers
         said = next((s for s in (killed_mid_answer(engine, kernel) for _ in range(4)) if s is not None), None)
         assert said is not None, "the model ended each of four answers within half a second"
         assert "Traceback" not in said
