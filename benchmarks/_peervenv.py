@@ -30,3 +30,13 @@ def peer_python(venv: Path, requirements: list[str], imports: str, label: str) -
     subprocess.run([str(py), "-c", f"import {imports}"], check=True)
     marker.write_text(want)
     return py
+
+
+def version_of(python: Path | str, dist: str) -> str:
+    """The version of ``dist`` installed for ``python`` ('' when it is not)."""
+    return subprocess.run(
+        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()

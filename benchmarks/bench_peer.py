@@ -16,7 +16,6 @@ reached it and been answered.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,15 +37,6 @@ def peer_python() -> Path:
     return _peervenv.peer_python(
         PEER_VENV, PEER_REQUIREMENTS, "jupyter_ai_magics, langchain_openai, IPython", "the peer"
     )
-
-
-def version_of(python: Path | str, dist: str) -> str:
-    return subprocess.run(
-        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
 
 
 def main() -> None:
@@ -107,10 +97,10 @@ def main() -> None:
             "OPENAI_BASE_URL."
         ),
         (
-            f"Peer venv: jupyter-ai-magics {version_of(peer_py, 'jupyter-ai-magics')}, langchain-openai "
-            f"{version_of(peer_py, 'langchain-openai')}, openai {version_of(peer_py, 'openai')}, "
-            f"IPython {version_of(peer_py, 'ipython')}; ours: openai {version_of(sys.executable, 'openai')}, "
-            f"IPython {version_of(sys.executable, 'ipython')}."
+            f"Peer venv: jupyter-ai-magics {_peervenv.version_of(peer_py, 'jupyter-ai-magics')}, langchain-openai "
+            f"{_peervenv.version_of(peer_py, 'langchain-openai')}, openai {_peervenv.version_of(peer_py, 'openai')}, "
+            f"IPython {_peervenv.version_of(peer_py, 'ipython')}; ours: openai {_peervenv.version_of(sys.executable, 'openai')}, "
+            f"IPython {_peervenv.version_of(sys.executable, 'ipython')}."
         ),
         "Both sides cache bytecode as a user's kernel does (PYTHONDONTWRITEBYTECODE unset for the children).",
         f"(this script: {time.perf_counter() - started:.0f} s, not counting the one-time peer install)",

@@ -464,8 +464,8 @@ def report(results: dict[str, dict[str, list[dict[str, Any]]]], py: Path, second
         "journal MB: what the journal counts against Shiro.undo_max_mb for the checkpoint.",
         "Ours: medians of fresh processes (3 per mode); Kishu: one kernel per mode and case;",
         "all run one at a time.",
-        f"Kishu {_version(py, 'kishu')} (pandas {_version(py, 'pandas')}, numpy {_version(py, 'numpy')}) in its own "
-        f"venv; ours: pandas {_version(Path(sys.executable), 'pandas')}, numpy {_version(Path(sys.executable), 'numpy')}.",
+        f"Kishu {_peervenv.version_of(py, 'kishu')} (pandas {_peervenv.version_of(py, 'pandas')}, numpy {_peervenv.version_of(py, 'numpy')}) in its own "
+        f"venv; ours: pandas {_peervenv.version_of(Path(sys.executable), 'pandas')}, numpy {_peervenv.version_of(Path(sys.executable), 'numpy')}.",
     ]
     for case in CASES:
         at = [r["at_default"] for r in results.get(case.key, {}).get("on", []) if "at_default" in r]
@@ -525,15 +525,6 @@ def kishu_row(case: Case, plain: list[dict[str, Any]], kishu: list[dict[str, Any
         f"{'yes' if restored else 'NO'} | {mb(median_of(kishu, 'step_db'))} (first checkpoint of the data: "
         f"{mb(first)}) | {mb(peak)} |"
     )
-
-
-def _version(python: Path, dist: str) -> str:
-    return subprocess.run(
-        [str(python), "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
 
 
 if __name__ == "__main__":
