@@ -181,6 +181,9 @@ class Tool:
     #: False for tools that never touch the kernel's namespace or shell (an MCP server's): a background turn
     #: runs them on its own thread, so the kernel stays responsive and Stop reaches them at once
     kernel_thread: bool = True
+    #: offered in a lean request (a local model's, :mod:`~shiro_kernel.context.offer`): one of the few tools a data
+    #: question needs; the others are loaded on demand
+    lean: bool = False
 
     def __post_init__(self) -> None:
         if not self.effects:

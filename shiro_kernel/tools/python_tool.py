@@ -365,5 +365,6 @@ TOOLS = [
         parameters=schema({"code": {"type": "string", "description": "Python code to run, like a notebook cell"}}),
         run=_run,
         effects=Effect.NAMESPACE,
+        lean=True,
     ),
 ]
