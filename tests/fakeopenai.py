@@ -18,6 +18,16 @@ What it imitates (shapes copied from the recorded traffic in ``tests/realdata``)
 * Request-body validation against the OpenAPI spec (``tests/realdata/openai-openapi.yaml``);
   failures are answered with HTTP 400 and collected in ``fake.validation_errors``
   (the ``fake_openai`` fixture fails the test on them unless ``fake.expect_invalid``).
+* Real servers and models where they differ from the API (attributes set on the fake): ``imitate``
+  (llama-cpp-python, Ollama), ``chat_template``, ``n_ctx``, ``tool_calls_as`` (calls a server's parser missed)
+  and ``small_local_model``: the answers of Qwen2.5-Coder 0.5B/1.5B on llama-server — a scripted call comes
+  written in the content as fenced JSON (```` ```json {"name": "python", "arguments": {"code": "…"}} ``` ````,
+  no ``tool_calls``), and an unscripted question gets a call-less guess with a made-up number
+  (``SMALL_MODEL_GUESS``)::
+
+      fake.small_local_model = True
+      fake.enqueue(Reply(tool_calls=[Call("python", {"code": "df.Fare.mean()"})]))  # fenced JSON in the text
+      # ... and every request after it: "Based on the data, the mean fare is 16.58."
 
 Example::
 
@@ -51,6 +61,8 @@ from typing import Any
 
 __all__ = [
     "LLAMA_CPP_SYSTEM_FIRST",
+    "SMALL_MODEL_GUESS",
+    "SMALL_MODEL_NUMBER",
     "SPEC_PATH",
     "TEMPLATE_ERRORS",
     "Call",
@@ -242,6 +254,9 @@ TEMPLATE_ERRORS = {
     "alternate": "After the optional system message, conversation roles must alternate "
     "user/assistant/user/assistant/...",
 }
+#: what ``small_local_model`` answers when nothing is scripted: a guess about data it never looked at, no call
+SMALL_MODEL_NUMBER = "16.58"
+SMALL_MODEL_GUESS = f"Based on the data, the mean fare is {SMALL_MODEL_NUMBER}."
 _IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"RIFF")
 
 
@@ -351,6 +366,14 @@ def _common_prefix(a: str, b: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+def _fenced_call(call: Call) -> str:
+    """A call as Qwen2.5-Coder-0.5B writes it in a fenced block on llama-server (its answer, verbatim:
+    ``{\n  "name": "python",\n  "arguments": {\n    "code": "17 * 23"\n  }\n}``); ``str`` arguments verbatim."""
+    if isinstance(call.arguments, str):
+        return f'{{\n  "name": {json.dumps(call.name)},\n  "arguments": {call.arguments}\n}}'
+    return json.dumps({"name": call.name, "arguments": call.arguments}, indent=2, ensure_ascii=False)
 
 
 def _approx_tokens(n_chars: int) -> int:
@@ -685,8 +708,18 @@ class FakeOpenAI:
         self.n_ctx: int | None = None
         #: where a model whose server's tool parser missed its calls leaves them: "text" or "reasoning" (as
         #: Qwen's and Hermes's templates write them, ``<tool_call>{"name", "arguments"}</tool_call>``), and
-        #: ``tool_calls`` comes back empty; None: as the API's tool calls
+        #: ``tool_calls`` comes back empty; "fenced-json": in the text as a fenced JSON block, as the small
+        #: Qwen2.5-Coder models write a call on llama-server (see ``small_local_model``); None: as the API's calls
         self.tool_calls_as: str | None = None
+        #: Answer as a small local model does (Qwen2.5-Coder 0.5B/1.5B on ``llama-server --jinja``, measured:
+        #: ../shared/TOOLCHAIN.md "turn 5", tests/provider/test_llama_server.py): a scripted reply's tool calls
+        #: come written in its content as fenced JSON (```` ```json {"name": "python", "arguments": {"code":
+        #: "…"}} ``` ````, one block per call, after the reply's text), which the server does not parse, so
+        #: ``tool_calls`` is empty (both endpoints, streamed or not; a ``Call`` whose arguments are a ``str``
+        #: goes into the block verbatim: the model's Python triple-quoted strings, which are not JSON); and
+        #: whatever is asked with nothing scripted is answered with a call-less guess, a made-up number
+        #: (:data:`SMALL_MODEL_GUESS`, its number :data:`SMALL_MODEL_NUMBER`) instead of ``default_reply``.
+        self.small_local_model = False
         #: llama-cpp-python's ``--chat_format chatml-function-calling``: a streamed request that offers tools ends
         #: its stream empty ("Automatic streaming tool choice is not supported", raised after the headers)
         self.no_tool_streams = False
@@ -934,7 +967,7 @@ class FakeOpenAI:
 
         # Only a request that passed every check consumes a scripted reply.
         with self._lock:
-            item: ReplyItem = self._queue.popleft() if self._queue else self.default_reply
+            item: ReplyItem = self._queue.popleft() if self._queue else self._unscripted()
         self._run_item(h, rec, item, context)
 
     def _check_window(self, rec: Recorded) -> None:
@@ -984,15 +1017,24 @@ class FakeOpenAI:
         h.wfile.flush()
         h.close_connection = True
 
+    def _unscripted(self) -> ReplyItem:
+        """The answer when nothing is scripted: ``default_reply``, or a small local model's guess."""
+        return Reply(text=SMALL_MODEL_GUESS) if self.small_local_model else self.default_reply
+
     def _as_text(self, reply: Reply) -> Reply:
         """``reply`` with its tool calls written as text where ``tool_calls_as`` says (a missed tool parser)."""
-        if self.tool_calls_as is None or not reply.tool_calls:
+        where = "fenced-json" if self.small_local_model else self.tool_calls_as
+        if where is None or not reply.tool_calls:
             return reply
+        if where == "fenced-json":
+            blocks = [f"```json\n{_fenced_call(c)}\n```" for c in reply.tool_calls]
+            text = "\n\n".join([*([reply.text] if reply.text else []), *blocks])
+            return Reply(text=text, reasoning=reply.reasoning, usage=reply.usage, model=reply.model)
         written = "".join(
             f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments_json()}}}\n</tool_call>'
             for c in reply.tool_calls
         )
-        if self.tool_calls_as == "reasoning":
+        if where == "reasoning":
             return Reply(text=reply.text or "", reasoning=(reply.reasoning or "") + written, usage=reply.usage)
         return Reply(text=(reply.text or "") + written, reasoning=reply.reasoning, usage=reply.usage)
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from typing import Any
 
 import openai
 import pytest
-from fakeopenai import Call, FakeOpenAI, Fault, Recorded, Reply
+from fakeopenai import SMALL_MODEL_GUESS, SMALL_MODEL_NUMBER, Call, FakeOpenAI, Fault, Recorded, Reply
 
 TOOLS_R = [
     {
@@ -134,6 +135,59 @@ def test_chat_text_both_modes(fake_openai: FakeOpenAI, client: openai.OpenAI) ->
         client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}], stream=True)
     )
     assert all(ch.choices for ch in chunks) and chunks[-1].choices[0].finish_reason == "stop"
+
+
+# --- a small local model (Qwen2.5-Coder 0.5B/1.5B on llama-server) -------------------------------------------
+
+PYTHON_C = [
+    {
+        "type": "function",
+        "function": {
+            "name": "python",
+            "description": "Run Python code.",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        },
+    }
+]
+FENCE = re.compile(r"```json\n(.*?)\n```", re.S)
+
+
+def test_small_local_model_writes_calls_as_fenced_json_and_guesses(
+    fake_openai: FakeOpenAI, client: openai.OpenAI
+) -> None:
+    fake_openai.small_local_model = True
+    code = "import pandas as pd\nprint(pd.read_csv('titanic.csv').Fare.mean())"
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": code})]))
+    ask = [{"role": "user", "content": "What is the mean fare?"}]
+    c = client.chat.completions.create(model="qwen", messages=ask, tools=PYTHON_C)  # type: ignore[arg-type]
+    message = c.choices[0].message
+    assert message.tool_calls is None and c.choices[0].finish_reason == "stop"  # the server parsed no call
+    assert message.content is not None and message.content.startswith('```json\n{\n  "name": "python",\n')
+    (block,) = FENCE.findall(message.content)
+    assert json.loads(block) == {"name": "python", "arguments": {"code": code}}
+    # nothing scripted: a call-less guess with a number no output showed, not the default "ok"
+    c = client.chat.completions.create(model="qwen", messages=ask, tools=PYTHON_C)  # type: ignore[arg-type]
+    assert c.choices[0].message.tool_calls is None and c.choices[0].message.content == SMALL_MODEL_GUESS
+    assert SMALL_MODEL_NUMBER in SMALL_MODEL_GUESS
+
+    # streamed, and on the Responses API: the same text, no function_call item; str arguments go in verbatim
+    written = '{"code": """print(1)"""}'  # a Python triple-quoted string, as the 1.5B model writes: not JSON
+    fake_openai.enqueue(Reply(text="Let me compute it.", tool_calls=[Call("python", written)]))
+    chunks = list(client.chat.completions.create(model="qwen", messages=ask, tools=PYTHON_C, stream=True))  # type: ignore[arg-type]
+    assert not any(ch.choices[0].delta.tool_calls for ch in chunks if ch.choices)
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text.startswith("Let me compute it.\n\n```json\n") and FENCE.findall(text) == [
+        '{\n  "name": "python",\n  "arguments": ' + written + "\n}"
+    ]
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "1 + 1"}), Call("python", {"code": "2 + 2"})]))
+    r = client.responses.create(model="qwen", input="go", tools=[{"type": "function", **PYTHON_C[0]["function"]}])  # type: ignore[list-item]
+    assert [o.type for o in r.output] == ["message"]
+    assert [json.loads(b)["arguments"]["code"] for b in FENCE.findall(r.output_text)] == ["1 + 1", "2 + 2"]
+    fake_openai.small_local_model = False  # the API's calls again, and the default reply
+    fake_openai.enqueue(Reply(tool_calls=[Call("python", {"code": "3"})]))
+    c = client.chat.completions.create(model="qwen", messages=ask, tools=PYTHON_C)  # type: ignore[arg-type]
+    assert c.choices[0].message.tool_calls is not None and len(c.choices[0].message.tool_calls) == 1
+    assert client.chat.completions.create(model="qwen", messages=ask).choices[0].message.content == "ok"
 
 
 # --- tool calls ----------------------------------------------------------------------
