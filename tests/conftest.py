@@ -13,6 +13,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from fakeopenai import FakeOpenAI
+from realengine import llama_server  # noqa: F401  (a fixture: llama-server with Qwen2.5-Coder-0.5B)
 
 # --- fake OpenAI server and environment isolation ----------------------------
 
