@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from .config import Shiro, agent_variant
-from .context import cell_changes, restart
+from .context import cell_changes, restart, workspace
 from .context.instructions import read_instructions
+from .context.offer import Offer, lean_for, with_loader
 from .context.prompt import build_system_prompt
 from .current import Current
 from .errors import CorruptFile, RequestError, StoreError
@@ -35,6 +36,7 @@ from .memory.named import MemoryStore, normalize_mute_list
 from .memory.notes import NoteStore
 from .notebook import LiveNotebook, live_notebook
 from .numbers.turn_check import LastAnswer
+from .numbers.verify import Verifier
 from .plan import HEADLESS, Frontend, Ready, plan
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
@@ -259,19 +261,40 @@ class Agent:
         effort = spec.get("reasoning_effort")
         provider = self.provider(model, str(effort) if effort else None)
         provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
+        tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
+        offer = Offer(tools, self.lean(provider.profile.local, model), current.wire.loaded)
+        ns, hidden = self._user_ns(), getattr(self.shell, "user_ns_hidden", None)
         return Ready(
             session=current.session,
             wire=current.wire,
             variant=spec,
             provider=provider,
-            tools={**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)},
+            tools=with_loader(tools, offer),
             context=context,
-            system=self._instructions(context, line.agent or self.config.agent, str(spec.get("prompt", "")), emit),
+            system=self._instructions(
+                context, line.agent or self.config.agent, str(spec.get("prompt", "")), emit, offer
+            ),
             state=self._state(context),
             budget_usd=self._budget(model, emit),
             turn_id=(turn_id := uuid7()),
             checkpoint=self.checkpointer(turn_id),
+            specs=offer.specs,
+            workspace=workspace.block(line.prompt, ns, context, hidden),
+            verifier=self._verifier(line.prompt, offer.lean, ns, context, hidden),
         )
+
+    def lean(self, local: bool, model: str) -> bool:
+        """Whether this turn's requests are lean (``Shiro.request``, :func:`~.context.offer.lean_for`)."""
+        return lean_for(str(self.config.request), local, price_of(model) is not None)
+
+    def _verifier(self, prompt: str, lean: bool, ns: Any, ctx: ToolContext, hidden: Any) -> Verifier | None:
+        """The turn's answer check, where answers are verified (:meth:`verifies`)."""
+        return Verifier(prompt, workspace.named(prompt, ns, ctx, hidden)) if self.verifies(lean) else None
+
+    def verifies(self, lean: bool) -> bool:
+        """Whether an answer is verified before it ends the turn (``Shiro.verify_answers``; 'auto': when lean)."""
+        verify = self.config.verify_answers
+        return lean if verify == "auto" else bool(verify)
 
     def _tool_context(self, model: str) -> ToolContext:
         """What the tools may touch this turn: the project, the kernel, the task list, the memory stores."""
@@ -328,14 +351,16 @@ class Agent:
             memories=self.memories() if self.memory_enabled() else None,
         )
 
-    def _instructions(self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None]) -> str:
+    def _instructions(
+        self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None], offer: Offer
+    ) -> str:
         """The system prompt, built once per session (when it starts, resumes or is cleared) and the same bytes
         for every step and turn after, so a provider's prefix cache serves it: identity, environment, the
         repository's AGENTS.md and the memory injected at the start of the session. What changes as the
         session goes is in :meth:`_state`, after the conversation."""
         model = self.current.session.model or self.config.model
         key: tuple[object, ...] = (self.current.session.id, variant, variant_prompt, self.config.approval)
-        key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted))
+        key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted), offer.lean)
         if self._built is not None and self._built[0] == key:
             return self._built[1]
         agents_md = read_instructions(ctx.root, ctx.notebook_path)
@@ -347,10 +372,11 @@ class Agent:
             root=str(ctx.root),
             notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
             approval=self.config.approval,
-            asking=[t.name for t in self.tools.values() if t.needs_approval],
+            asking=[t.name for t in self.tools.values() if t.needs_approval and (not offer.lean or t.lean)],
             agent=variant,
             variant_prompt=variant_prompt,
             blocks=[lambda: boot],
+            lean=offer.lean,
         )
         self._built = (key, text)
         return text

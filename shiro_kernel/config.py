@@ -30,12 +30,14 @@ class Environment(NamedTuple):
     api: str | None
     home: Path
     replay: str | None
+    request: str | None
 
 
 def environment() -> Environment:
     env = os.environ
     api = (env.get("SHIRO_API") or "").strip().lower() or None
     replay = (env.get("SHIRO_REPLAY") or "").strip().lower() or None
+    request = (env.get("SHIRO_REQUEST") or "").strip().lower() or None
     return Environment(
         api_key=env.get("OPENAI_API_KEY") or None,
         base_url=env.get("OPENAI_BASE_URL") or None,
@@ -43,6 +45,7 @@ def environment() -> Environment:
         api=api if api in ("responses", "chat") else None,
         home=Path(env.get("SHIRO_HOME") or Path.home() / ".shiro-neko").expanduser(),
         replay=replay if replay in ("auto", "notebook", "off") else None,
+        request=request if request in ("auto", "full", "lean") else None,
     )
 
 
@@ -157,6 +160,20 @@ class Shiro(Configurable):
         "a number found links to its call, one found nowhere is marked (⚠) and the model is told at the next turn. "
         "False: no check.",
     ).tag(config=True)
+    request = Enum(
+        ["auto", "full", "lean"],
+        help="What a request offers the model: 'full' every tool with its whole schema; 'lean' the instructions in "
+        "short, `python` and `more_tools` (which lists and loads the other tools when the model asks), so a local "
+        "engine's first request is a few hundred tokens of prefill, not thousands; 'auto' lean for a server on this "
+        "machine or your network serving a model shiro has no price for, else full. Default: $SHIRO_REQUEST, else auto.",
+    ).tag(config=True)
+    verify_answers = Union(
+        [Enum(["auto"]), Bool()],
+        default_value="auto",
+        help="An answer whose numbers no output of the turn shows (or that answers a question about a file without "
+        "looking at it) does not end the turn: the model is told once and computes them, or says they were not "
+        "computed. True, False, or 'auto' — on when requests are lean (Shiro.request).",
+    ).tag(config=True)
     mcp_servers = Dict(
         help="MCP servers whose tools the agent may use, like .mcp.json's mcpServers (the trait wins on a name "
         "clash): {NAME: {'command', 'args', 'env'} | {'url', 'headers'}}; ${VAR} is read from the environment."
@@ -183,6 +200,10 @@ class Shiro(Configurable):
     @default("replay")
     def _replay_default(self) -> str:
         return environment().replay or "auto"
+
+    @default("request")
+    def _request_default(self) -> str:
+        return environment().request or "auto"
 
     @default("base_url")
     def _base_url_default(self) -> str | None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .events import Event, Observer
     from .line import Line
     from .mcp.consent import ConsentAsker
+    from .numbers.verify import Verifier
     from .session import Session
     from .tools import Tool, ToolContext
     from .turn import ProviderLike, Runner, Turn
@@ -74,6 +75,12 @@ class Ready:
     turn_id: str = ""
     #: takes a call's undo checkpoint before it runs (None: undo is off)
     checkpoint: Checkpointer | None = None
+    #: the tool schemas of each step's request (None: every tool's; a lean offer's change as the model loads more)
+    specs: Callable[[], list[dict[str, object]]] | None = None
+    #: what the model can work on (the data variables, the files the prompt names), told until its first call
+    workspace: str = ""
+    #: checks an answer before it ends the turn (``Shiro.verify_answers``; None: not checked)
+    verifier: Verifier | None = None
 
 
 def plan(
@@ -111,6 +118,9 @@ def plan(
         abort=abort,
         state=ready.state,
         wire=ready.wire,
+        specs=ready.specs,
+        workspace=ready.workspace,
+        verifier=ready.verifier,
     )
 
 

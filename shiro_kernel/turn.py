@@ -55,6 +55,7 @@ from .events import (
     TurnEnd,
     Usage,
 )
+from .numbers.verify import Verifier
 from .session import Session
 from .text import cut, encodable
 from .tools import Tool, ToolContext, run_tool
@@ -97,6 +98,8 @@ ABORTED = "Error: not run — {by} before this call ran."
 INLINE_RETRY_NOTICE = (
     "The provider no longer had part of this session stored. Re-sent the history inline and carried on."
 )
+#: the cell's line when an answer goes back to the model before the turn ends (:mod:`~.numbers.verify`)
+VERIFYING = "checking the answer: it gives what no output of this turn shows; the model is asked to compute it"
 #: the total text of one step's tool results, at most (each result over its share is cut)
 STEP_OUTPUT_CHARS = 100_000
 
@@ -139,12 +142,20 @@ class Turn:
     state: Callable[[], str] = lambda: ""
     #: what the wire copy keeps of the session between steps and turns (the kernel's current session's own)
     wire: WireState = field(default_factory=WireState)
+    #: each step's tool schemas (None: every tool's, :meth:`Tool.spec`); a lean offer's grow as the model loads tools
+    specs: Callable[[], list[dict[str, Any]]] | None = None
+    #: what the model can work on (:mod:`~.context.workspace`), sent with the state until the turn's first call
+    workspace: str = ""
+    #: checks an answer before it ends the turn (:mod:`~.numbers.verify`; None: the answer ends it)
+    verifier: Verifier | None = None
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
     # per-turn state: the one inline retry, the one headless notice
     _inlined: bool = field(default=False, init=False, repr=False)
     _told_headless: bool = field(default=False, init=False, repr=False)
     _refitted: bool = field(default=False, init=False, repr=False)  # pruned to fit the server's window this step
     _sent: list[Message] = field(default_factory=list, init=False, repr=False)  # this step's history on the wire
+    _called: bool = field(default=False, init=False, repr=False)  # a call came this turn: the workspace was seen
+    _note: str = field(default="", init=False, repr=False)  # the verifier's note, for the next step's state
 
     def __post_init__(self) -> None:
         self.on_event = Pipe(self.observers)
@@ -200,9 +211,11 @@ class Turn:
         pending = rules.pending_calls(self.session.messages)
         if pending and self._answer_calls(pending) is False:
             return TurnEnd("waiting", self.usage)
+        self._called, self._note = bool(pending), ""
+        start = len(self.session.messages)  # the messages from here are this turn's
         if prompt:
             self.session.append(Message.user(prompt))
-        specs = [t.spec() for t in self.tools.values()]
+        offered = self.specs or (lambda: [t.spec() for t in self.tools.values()])
         last_cost = 0.0  # the previous step's cost: the estimate of the next one
         for step in range(1, self.options.max_steps + 1):
             if self.abort.is_set():
@@ -213,17 +226,24 @@ class Turn:
                 return TurnEnd("budget", self.usage)
             self.on_event(StepStart(step))
             try:
-                done = self._call_model(specs)
+                done = self._call_model(offered())
             except ModelFailed as failed:
                 if failed.partial is not None:  # what arrived before the failure is kept
                     self._record(failed.partial)
                 return TurnEnd("error", self.usage, error=failed.error.message)
+            self._note = ""  # told in this step
             last_cost = self._record(done)
             if self.abort.is_set():
                 return TurnEnd("aborted", self.usage)
             calls = done.message.tool_calls()
             if not calls:
-                return TurnEnd("answered", self.usage)
+                note = self.verifier.note(self.session.messages[start:]) if self.verifier is not None else ""
+                if not note:
+                    return TurnEnd("answered", self.usage)
+                self._note = note  # the answer is not the end yet: the model is told why, once (see numbers.verify)
+                self.on_event(Notice(VERIFYING))
+                continue
+            self._called = True
             if self._answer_calls(calls) is False:
                 return TurnEnd("waiting", self.usage)
             if self.abort.is_set():
@@ -317,7 +337,7 @@ class Turn:
         done: Done | None = None
         error: Error | None = None
         shown = False  # has anything of this step reached the user?
-        system, state = self.system, self.state()
+        system, state = self.system, self._state_now()
         self._sent = self.wire_messages()
         event: ProviderEvent | Notice
         for event in self.provider.stream(system, self._sent, specs, self.abort, state=state):
@@ -341,6 +361,12 @@ class Turn:
         for call in done.message.tool_calls():
             self.on_event(ToolCallEvent(call))
         return done
+
+    def _state_now(self) -> str:
+        """The step's state note: the workspace until the turn's first call, the session's state, the verifier's
+        note the step after an answer it sent back."""
+        blocks = (self.workspace if not self._called else "", self.state(), self._note)
+        return "\n\n".join(b for b in blocks if b)
 
     # -- tool calls --------------------------------------------------------------------------------
     def _answer_calls(self, calls: list[ToolCallPart]) -> bool:

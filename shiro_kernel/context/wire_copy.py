@@ -55,6 +55,8 @@ class WireState:
     hold: Hold | None = None
     #: the held image cut: images before it are sent as their text stand-ins
     image_cut: int | None = None
+    #: the tools the model loaded with ``more_tools`` (a lean request's, :mod:`.offer`), in the order it did
+    loaded: list[str] = field(default_factory=list)
 
 
 class WireCopy:

@@ -30,6 +30,7 @@ be written loses nothing but the memory across kernels.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,6 +85,23 @@ class Adapted:
     stream: bool = True  # False: the next attempt asks without streaming (to read the server's own error)
 
 
+def is_local(base_url: str) -> bool:
+    """Whether ``base_url``'s host is on this machine or the user's network (see :attr:`ServerProfile.local`)."""
+    try:
+        host = (urlsplit(base_url if "//" in base_url else f"//{base_url}").hostname or "").rstrip(".").lower()
+    except ValueError:
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith((".localhost", ".local")) or ("." not in host and ":" not in host):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
+
+
 @dataclass
 class ServerProfile:
     """What is known about one server (``base_url``, as shown) and one of its models."""
@@ -116,6 +134,13 @@ class ServerProfile:
     history_room: int | None = None
     keeps_state: bool = False
     store: Profiles | None = field(default=None, repr=False, compare=False)
+
+    # -- where it is ----------------------------------------------------------------------------------
+    @property
+    def local(self) -> bool:
+        """The server is on this machine or the user's network (a local engine): its host is ``localhost``, a
+        loopback, private or link-local address, a ``.local`` name, or a bare host name without dots."""
+        return is_local(self.base_url)
 
     # -- what to send ------------------------------------------------------------------------------
     def api(self, chosen: str, explicit: bool) -> str:

@@ -1,0 +1,247 @@
+"""What the model can work on, told when a turn starts: the kernel's data variables and the files the prompt names.
+
+A data question ("what is the mean fare in titanic.csv?") is answered well only from the data; a model that does
+not know what is there either spends its first step finding out (a call, a whole prefill on a local engine) or —
+a small model, measured — answers from nothing. So the turn's per-step state carries, computed once when the turn
+starts, a short block:
+
+* the user's variables that hold data (frames, series, arrays, containers, numbers and short strings): each with
+  its kind, shape and columns — read from the object's attributes, never its ``repr`` (which can run the user's
+  code and block);
+* each file of the project the prompt names (by its name or its path under the root, as the file tools would open
+  it): its size, and for a delimited text file its columns with a kind read from the first rows, its row count, and
+  its first two lines.
+
+It is capped at :data:`CAP_CHARS` and sent after the conversation, so the cached prefix before it is unchanged.
+Only what ``inspect``/``read_file`` would show goes in; the boundary's redaction applies to it as to everything sent.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import types
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import ShiroError
+from ..tools.base import ToolContext
+
+#: the whole block at most, in characters (about 500 tokens)
+CAP_CHARS = 2_000
+#: the variables and files listed at most
+MAX_VARIABLES = 15
+MAX_FILES = 4
+MAX_COLUMNS = 40
+#: the rows a column's kind is read from, and the size up to which a file's rows are counted
+SAMPLE_ROWS = 200
+COUNT_BYTES = 50_000_000
+#: delimited text files whose columns are read
+TABLES = (".csv", ".tsv", ".tab", ".txt")
+#: the names IPython itself puts in the namespace
+_IPYTHON = frozenset({"In", "Out", "get_ipython", "exit", "quit", "open"})
+_HIDDEN_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)
+HEADER = "What you can work on now (the kernel's variables and the files your prompt names):"
+
+
+def block(prompt: str, ns: Mapping[str, Any] | None, ctx: ToolContext, hidden: Mapping[str, Any] | None = None) -> str:
+    """The block (see the module), or '' when there is nothing to tell."""
+    parts = [p for p in (_variables(ns or {}, hidden or {}), _files(prompt, ctx)) if p]
+    if not parts:
+        return ""
+    text = HEADER + "\n" + "\n".join(parts)
+    return text if len(text) <= CAP_CHARS else text[: CAP_CHARS - 2].rstrip() + " …"
+
+
+# -- variables -----------------------------------------------------------------------------------------------------
+def _variables(ns: Mapping[str, Any], hidden: Mapping[str, Any]) -> str:
+    lines = []
+    for name, value in list(ns.items()):
+        if name.startswith("_") or name in _IPYTHON or (name in hidden and hidden[name] is value):
+            continue
+        if isinstance(value, _HIDDEN_TYPES) or type(value).__name__ in ("ExitAutocall", "ZMQExitAutocall"):
+            continue
+        line = _variable(name, value)
+        if line:
+            lines.append(f"- {line}")
+        if len(lines) == MAX_VARIABLES:
+            lines.append("- … (more: inspect lists them all)")
+            break
+    return "Variables:\n" + "\n".join(lines) if lines else ""
+
+
+def _variable(name: str, value: Any) -> str:
+    kind = type(value)
+    module = kind.__module__.split(".")[0]
+    try:
+        if module == "pandas" and kind.__name__ == "DataFrame":
+            rows, width = value.shape
+            return f"{name}: DataFrame {rows:,} rows × {width} columns: {_columns(value.dtypes.items(), width)}"
+        if module == "pandas" and kind.__name__ == "Series":
+            label = f" {value.name!r}" if value.name is not None else ""
+            return f"{name}: Series{label}, {len(value):,} values, {value.dtype}"
+        if module == "numpy" and hasattr(value, "shape") and hasattr(value, "dtype"):
+            return f"{name}: {kind.__name__} {tuple(value.shape)} {value.dtype}"
+        if isinstance(value, (bool, int, float, complex)):
+            return f"{name}: {kind.__name__} = {value!r}"
+        if isinstance(value, str):
+            return f"{name}: str = {value!r}" if len(value) <= 60 else f"{name}: str, {len(value):,} characters"
+        if isinstance(value, (list, tuple, dict, set, frozenset)):
+            return f"{name}: {kind.__name__}, {len(value):,} items"
+    except Exception:  # an odd subclass's attributes may raise anything: named by its type alone
+        pass
+    return f"{name}: {module}.{kind.__name__}" if module != "builtins" else f"{name}: {kind.__name__}"
+
+
+def _columns(items: Any, width: int) -> str:
+    shown = [f"{col} ({dtype})" for _, (col, dtype) in zip(range(MAX_COLUMNS), items)]
+    more = width - len(shown)
+    return ", ".join(shown) + (f", … {more} more" if more > 0 else "")
+
+
+# -- files ---------------------------------------------------------------------------------------------------------
+def named_files(prompt: str, ctx: ToolContext) -> list[Path]:
+    """The project's files the prompt names: a file of the root (or the notebook's folder) whose name appears in
+    it, or a relative path in it that the file tools would open (inside the root, a regular file)."""
+    found: dict[Path, None] = {}
+    folders = [ctx.root] + ([ctx.notebook_path.parent] if ctx.notebook_path is not None else [])
+    for folder in dict.fromkeys(folders):
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.name for e in entries if e.is_file() and not e.name.startswith(".")]
+        except OSError:
+            continue
+        for name in sorted(names, key=len, reverse=True):
+            if len(name) > 3 and name in prompt:
+                _add(found, ctx, str(Path(folder) / name))
+    for word in prompt.replace("`", " ").replace('"', " ").replace("'", " ").split():
+        if "/" in word and "." in word.rsplit("/", 1)[-1]:
+            _add(found, ctx, word.rstrip(".,;:)"))
+    return list(found)[:MAX_FILES]
+
+
+def _add(found: dict[Path, None], ctx: ToolContext, path: str) -> None:
+    try:
+        real = ctx.resolve(path)
+    except ShiroError:
+        return
+    if real.is_file():
+        found[real] = None
+
+
+def _files(prompt: str, ctx: ToolContext) -> str:
+    lines = []
+    for path in named_files(prompt, ctx):
+        try:
+            lines.append("- " + _file(path, ctx.root))
+        except (OSError, csv.Error, UnicodeDecodeError):
+            continue
+    return "Files:\n" + "\n".join(lines) if lines else ""
+
+
+def _file(path: Path, root: Path) -> str:
+    size = path.stat().st_size
+    head = f"{_shown(path, root)}: {_bytes(size)}"
+    if path.suffix.lower() not in TABLES:
+        return head
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        sample = f.read(256_000)
+    dialect = _dialect(sample, path.suffix.lower())
+    rows = list(csv.reader(io.StringIO(sample), dialect))
+    if len(rows) < 2 or len(rows[0]) < 2:
+        return head
+    header, body = rows[0], rows[1 : SAMPLE_ROWS + 1]
+    if len(sample) == size or size <= COUNT_BYTES:
+        count = _count_rows(path, sample, size)
+        head += f", {count:,} rows"
+    kinds = [_kind([r[i] for r in body if i < len(r)]) for i in range(len(header))]
+    columns = [f"{name} ({kind})" for name, kind in zip(header[:MAX_COLUMNS], kinds)]
+    more = len(header) - len(columns)
+    lines = sample.splitlines()
+    first = "\n    ".join(line[:160] for line in lines[1:3])
+    return (
+        f"{head} × {len(header)} columns: {', '.join(columns)}"
+        + (f", … {more} more" if more > 0 else "")
+        + f"\n  first rows:\n    {first}"
+    )
+
+
+def _shown(path: Path, root: Path) -> str:
+    """``path`` as the file tools take it: relative to the project's root where it is inside it."""
+    try:
+        return str(path.relative_to(Path(os.path.realpath(root))))
+    except ValueError:
+        return str(path)
+
+
+def _dialect(sample: str, suffix: str) -> Any:
+    if suffix in (".tsv", ".tab"):
+        return csv.excel_tab
+    try:
+        return csv.Sniffer().sniff(sample[:20_000], delimiters=",;\t|")
+    except csv.Error:
+        return csv.excel
+
+
+def _count_rows(path: Path, sample: str, size: int) -> int:
+    """The data rows (lines after the header; a quoted field over several lines counts as more)."""
+    if len(sample) >= size:
+        return max(0, len(sample.splitlines()) - 1)
+    with open(path, "rb") as f:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    return max(0, lines - 1)
+
+
+def _kind(values: list[str]) -> str:
+    """A column's kind from its sample: int, float, text; with ``some empty`` where values are missing."""
+    filled = [v.strip() for v in values if v.strip() and v.strip().lower() not in ("na", "nan", "null", "none")]
+    empty = ", some empty" if len(filled) < len(values) else ""
+    if not filled:
+        return "empty"
+    for kind, parse in (("int", int), ("float", float)):
+        try:
+            for v in filled:
+                parse(v.replace(",", "") if kind == "float" else v)
+            return kind + empty
+        except ValueError:
+            continue
+    return "text" + empty
+
+
+def _bytes(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size} bytes"
+
+
+def named(
+    prompt: str, ns: Mapping[str, Any] | None, ctx: ToolContext, hidden: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The data the prompt names: its files (as the block shows them) and the data variables it names as words
+    (a frame, a series, an array) — what a question about data should be answered from."""
+    out = [_shown(path, ctx.root) for path in named_files(prompt, ctx)]
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", prompt))
+    for name, value in (ns or {}).items():
+        if (
+            name in words
+            and not name.startswith("_")
+            and not (hidden and hidden.get(name) is value)
+            and _is_data(value)
+        ):
+            out.append(f"`{name}`")
+    return out
+
+
+def _is_data(value: Any) -> bool:
+    kind = type(value)
+    module = kind.__module__.split(".")[0]
+    return (module == "pandas" and kind.__name__ in ("DataFrame", "Series")) or (
+        module == "numpy" and hasattr(value, "shape")
+    )
+
+
+__all__ = ["CAP_CHARS", "HEADER", "block", "named", "named_files"]

@@ -1,0 +1,72 @@
+"""An answer checked before it ends the turn (``Shiro.verify_answers``): numbers no output showed, or a question
+about the data answered without looking at it, send the model back to compute — once per turn.
+
+The numbers check (:mod:`.turn_check`) marks an answer's numbers that no tool output of the turn has; on its own
+that is a mark the user reads after the turn. Measured with a small local model, most such answers were made up:
+the model answered a data question from nothing. So where answers are verified, an answer without calls is looked
+at before the turn ends:
+
+* numbers in it that no output of the turn shows (the prompt's and the calls' own numbers aside, as the check
+  does), or
+* no call ran this turn while the prompt names data (a file of the project, a variable holding data — the
+  workspace block's, :func:`~shiro_kernel.context.workspace.named`): a name or a category is never marked by the
+  numbers check, so such an answer is taken as not looked up,
+
+and then the model is told so in the next step's state note — shiro's words, not the user's: which numbers, and
+to compute them with ``python`` or to say plainly that they were not computed. It is told once per turn: the
+answer after that ends the turn whatever it says (and the numbers check still marks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..transcript import Message
+from .turn_check import for_turn
+
+#: the numbers named in the note at most
+LIMIT = 6
+
+
+@dataclass
+class Verifier:
+    """One turn's verification: ``prompt`` as typed, ``named``: the data the prompt names (files, variables)."""
+
+    prompt: str
+    named: Sequence[str] = ()
+    #: the note was given this turn (it is given once)
+    told: bool = field(default=False, init=False)
+
+    def note(self, messages: Sequence[Message]) -> str:
+        """The note for the model when the turn's answer (the last of ``messages``, those the turn added) is not
+        to end the turn yet; '' when it is (or the note was given already). Giving it marks it given."""
+        if self.told:
+            return ""
+        text = self._note(list(messages))
+        self.told = bool(text)
+        return text
+
+    def _note(self, messages: list[Message]) -> str:
+        ran = any(m.role == "tool" for m in messages)
+        missing = [str(n["text"]) for n in for_turn(messages, self.prompt) if not n.get("found")]
+        if missing:
+            shown = missing[:LIMIT] + ([f"{len(missing) - LIMIT} more"] if len(missing) > LIMIT else [])
+            listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+            which = "it" if len(missing) == 1 else "them"
+            return (
+                f"[shiro, not the user] Your answer gives {listed}, which no output of this turn shows"
+                f"{'' if ran else ' (no code ran)'}. Compute {which} with `python` from the data and answer again "
+                f"from the output; if {which} cannot be computed, say plainly that {which} were not computed."
+            ).replace("that it were", "that it was")
+        if not ran and self.named:
+            data = ", ".join(self.named)
+            return (
+                f"[shiro, not the user] You answered without looking at {data}: no code ran this turn. Compute the "
+                "answer with `python` from the data and answer again from the output, or say plainly that you did "
+                "not look."
+            )
+        return ""
+
+
+__all__ = ["LIMIT", "Verifier"]

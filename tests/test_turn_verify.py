@@ -1,0 +1,100 @@
+"""An answer checked before it ends the turn (``Shiro.verify_answers``, :mod:`shiro_kernel.numbers.verify`), and the
+workspace block told until the turn's first call: the turn loop against the in-memory model."""
+
+from __future__ import annotations
+
+from fakemodel import FakeModel
+from fakeopenai import Call, Reply
+from turnutil import TOOLS
+
+from shiro_kernel.events import Notice
+from shiro_kernel.numbers.verify import Verifier
+from shiro_kernel.session import Session
+from shiro_kernel.tools import ToolContext
+from shiro_kernel.turn import VERIFYING, Turn, TurnOptions
+
+
+def turn(model: FakeModel, tmp_path, events: list, **fields) -> Turn:
+    return Turn(
+        Session(),
+        model,
+        TOOLS,
+        ToolContext(root=tmp_path),
+        "You are a test.",
+        TurnOptions(approval="auto"),
+        observers=[events.append],
+        **fields,
+    )
+
+
+def test_an_answer_with_a_number_no_output_shows_goes_back_once(tmp_path):
+    model = FakeModel().enqueue(
+        Reply(text="The mean fare is 16.58."),  # made up: no call ran
+        Reply(tool_calls=[Call("add", {"a": 30, "b": 4})]),
+        Reply(text="The mean fare is 34."),
+    )
+    events: list = []
+    end = turn(model, tmp_path, events, verifier=Verifier("what is the mean fare?")).run("what is the mean fare?")
+    assert end.reason == "answered"
+    assert len(model.history) == 3
+    note = model.history[1].state
+    assert "16.58" in note and "no output of this turn shows" in note and "(no code ran)" in note
+    assert "[shiro, not the user]" in note
+    assert "16.58" not in model.history[2].state  # told once: the step after the call has no note
+    assert [e.text for e in events if isinstance(e, Notice)] == [VERIFYING]
+
+
+def test_the_note_is_given_once_per_turn(tmp_path):
+    model = FakeModel().enqueue(Reply(text="It is 16.58."), Reply(text="Still 16.58, I did not compute it."))
+    events: list = []
+    end = turn(model, tmp_path, events, verifier=Verifier("what is it?")).run("what is it?")
+    assert end.reason == "answered" and len(model.history) == 2
+
+
+def test_an_answer_from_the_outputs_ends_the_turn(tmp_path):
+    model = FakeModel().enqueue(Reply(tool_calls=[Call("add", {"a": 30, "b": 4})]), Reply(text="The sum is 34."))
+    events: list = []
+    end = turn(model, tmp_path, events, verifier=Verifier("add them")).run("add them")
+    assert end.reason == "answered" and len(model.history) == 2
+    assert not any(isinstance(e, Notice) for e in events)
+
+
+def test_a_question_about_named_data_answered_without_a_call_goes_back(tmp_path):
+    # a category is never marked by the numbers check: no call ran while the prompt names data
+    model = FakeModel().enqueue(Reply(text="The most common class is third."), Reply(text="I did not look."))
+    events: list = []
+    verifier = Verifier("which class is most common in titanic.csv?", ["titanic.csv"])
+    turn(model, tmp_path, events, verifier=verifier).run("which class is most common in titanic.csv?")
+    assert len(model.history) == 2
+    assert "without looking at titanic.csv" in model.history[1].state
+
+
+def test_without_a_verifier_an_answer_ends_the_turn(tmp_path):
+    model = FakeModel().enqueue(Reply(text="The mean fare is 16.58."))
+    events: list = []
+    end = turn(model, tmp_path, events).run("what is the mean fare?")
+    assert end.reason == "answered" and len(model.history) == 1
+
+
+def test_the_workspace_is_told_until_the_first_call(tmp_path):
+    model = FakeModel().enqueue(
+        Reply(tool_calls=[Call("add", {"a": 1, "b": 2})]),
+        Reply(text="3"),
+    )
+    events: list = []
+    turn(model, tmp_path, events, workspace="What you can work on now: df").run("add")
+    assert model.history[0].state.startswith("What you can work on now: df")
+    assert "What you can work on now" not in model.history[1].state
+
+
+def test_specs_are_asked_each_step(tmp_path):
+    offered = [[{"name": "add", "description": "", "parameters": {}}]]
+    model = FakeModel().enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2})]), Reply(text="3"))
+
+    def specs():
+        out = offered[-1]
+        offered.append([*out, {"name": "fail", "description": "", "parameters": {}}])
+        return out
+
+    turn(model, tmp_path, [], specs=specs).run("add")
+    assert [r.tools for r in model.history] == [["add"], ["add", "fail"]]
