@@ -22,6 +22,8 @@ What is replaced, by ``[redacted:NAME]``:
   ``xoxp-…`` Slack tokens (``[redacted:slack-token]``), ``hf_…`` (``[redacted:huggingface-token]``),
   ``AIza…`` Google keys (``[redacted:google-api-key]``) and PEM private keys, ``-----BEGIN … PRIVATE
   KEY-----`` to ``-----END … PRIVATE KEY-----`` (``[redacted:private-key]``);
+* the value of a ``NAME=value`` line (a ``.env`` file, ``export NAME=…``) whose name looks secret, unless the
+  value is a plain word, a number or code (``[redacted:NAME]``): a ``.env`` file that was never loaded;
 * matches of the regular expressions in ``Shiro.redact`` (``[redacted:pattern]``);
 * the password of a URL (``https://user:[redacted]@host``) and the values of URL query parameters named
   like a secret (``?token=[redacted]``, ``X-Amz-Signature=[redacted]``);
@@ -57,6 +59,13 @@ _SECRET_QUERY = re.compile(
     r"([?&][^=&\s#]*(?:key|token|secret|password|passwd|signature|credential)[^=&\s#]*=)([^&\s#\"'<>]+)",
     re.IGNORECASE,
 )
+#: a line that sets a variable named like a secret, as a ``.env`` file, a shell or an INI file writes it
+#: (``export DB_PASSWORD="hunter2hunter2"``; after a line number, as ``read_file`` shows it): the value, unless it is a plain word, a number or code (brackets, ``$``)
+_ASSIGNMENT = re.compile(
+    r"^([ \t]*(?:[0-9]+[ \t:|]+)?(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_.-]*)[ \t]*=[ \t]*)(['\"]?)([^\s'\"()\[\]{}$]{8,})(\3[ \t]*\r?)$",
+    re.MULTILINE,
+)
+_NUMBER = re.compile(r"[-+]?[0-9][0-9_.,]*(?:[eE][-+]?[0-9]+)?")
 
 #: the shortest piece of a secret, left at a truncation point, that is still redacted
 FRAGMENT_CHARS = 6
@@ -295,7 +304,16 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
         text = _URL_PASSWORD.sub(r"\1[redacted]\3", text)
     if "=" in text:
         text = _SECRET_QUERY.sub(r"\1[redacted]", text)
+        text = _ASSIGNMENT.sub(_assigned, text)
     return text
+
+
+def _assigned(m: re.Match[str]) -> str:
+    """A ``NAME=value`` line with the value redacted when the name looks secret and the value is not a plain word."""
+    name, value = m.group(2), m.group(4)
+    if not SECRET_NAME.search(name) or plain(value) or _NUMBER.fullmatch(value) or value.startswith("[redacted"):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(3)}[redacted:{name}]{m.group(5)}"
 
 
 class _Pieces:

@@ -238,6 +238,10 @@ class Provider:
             return
         import openai
 
+        from ..redact import notices
+
+        for said in notices():  # a secret-named variable holding a plain word is sent as it is: said once
+            yield Notice(said)
         s = self.settings
         started = time.monotonic()
         deadline = started + self.retry_budget_s
