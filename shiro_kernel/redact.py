@@ -1,4 +1,4 @@
-r"""Secrets never leave the kernel: the one filter every tool result passes before it is sent to the model,
+r"""The secrets it knows never leave the kernel: the one filter every tool result passes before it is sent to the model,
 recorded in the session, drawn in the notebook or saved (applied in :func:`shiro_kernel.tools.run_tool`), and
 every request passes again at the boundary where it leaves (:mod:`shiro_kernel.provider.client`).
 

@@ -1,4 +1,4 @@
-"""Secrets never leave the kernel: the filter every tool result passes (``shiro_kernel.redact``)."""
+"""The secrets it knows never leave the kernel: the filter every tool result and request passes (``shiro_kernel.redact``)."""
 
 from __future__ import annotations
 
