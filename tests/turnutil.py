@@ -8,7 +8,7 @@ from typing import Any
 
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
-from shiro_kernel.tools import Effect, Tool, ToolContext, ToolError
+from shiro_kernel.tools import Effect, Tool, ToolContext, ToolError, Touches
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions
 
@@ -38,7 +38,12 @@ TOOLS = {
     "fail": Tool("fail", "Always fails.", schema({}), _fail, effects=Effect.READS),
     "crash": Tool("crash", "Has a bug.", schema({}), _crash, effects=Effect.READS),
     "write": Tool(
-        "write", "Changes something.", schema({"x": {"type": "string"}}), lambda a, c: "written", effects=Effect.FILES
+        "write",
+        "Changes something.",
+        schema({"x": {"type": "string"}}),
+        lambda a, c: "written",
+        effects=Effect.FILES,
+        touches=lambda a, c: Touches(),  # it says it changes files, and writes none
     ),
 }
 

@@ -2,7 +2,7 @@
 the model reads instead of nothing (no model call).
 
 Its first line is ``[context pruned: <n> earlier messages not shown]``; then the tools used and how often,
-the files touched (the paths of the file tools' calls), how many results failed (``is_error``) and the
+the files touched (the files each call's tool says it reads or writes: ``Tool.touches``), how many results failed (``is_error``) and the
 last three outcomes, and the last three things the assistant said (its decisions). At most
 :data:`DIGEST_LIMIT` characters. :class:`Digest` adds a span up message by message, so the session's meter
 (:meth:`~shiro_kernel.context.meter.TokenMeter.digest`) reads only what a grown span added.
@@ -11,12 +11,38 @@ last three outcomes, and the last three things the assistant said (its decisions
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
+from typing import TYPE_CHECKING
 
 from ..text import cut, one_line
 from ..transcript import Message, TextPart, ToolCallPart, ToolResultPart
 
+if TYPE_CHECKING:
+    from ..tools.base import Tool
+
 DIGEST_LIMIT = 1_500
-FILE_TOOLS = ("read_file", "write_file", "edit_file", "grep", "list_files")
+
+
+@cache
+def _tools() -> dict[str, Tool]:
+    """The built-in tools, whose declarations name the files a call touches (imported when first needed: the
+    tools' modules import the context's)."""
+    from ..tools import all_tools
+
+    return all_tools()
+
+
+def files_of(call: ToolCallPart) -> tuple[str, ...]:
+    """The files (or the glob) ``call`` names, as its tool says (``Tool.touches``: what it reads, then what it
+    writes); none for a tool that says nothing or is not known here (an MCP server's)."""
+    tool = _tools().get(call.name)
+    if tool is None or tool.touches is None:
+        return ()
+    try:
+        said = tool.touches(call.parsed_arguments(), None)
+    except ValueError:
+        return ()
+    return (*said.reads, *said.writes)
 
 
 class Digest:
@@ -37,16 +63,10 @@ class Digest:
         for p in m.parts:
             if isinstance(p, ToolCallPart):
                 self.tools[p.name] += 1
-                if p.name in FILE_TOOLS:
-                    try:
-                        args = p.parsed_arguments()
-                    except ValueError:
-                        args = {}
-                    for key in ("path", "pattern") if p.name == "list_files" else ("path",):
-                        value = args.get(key)
-                        if isinstance(value, str) and value and value not in self.seen:
-                            self.seen.add(value)
-                            self.files.append(value)
+                for value in files_of(p):
+                    if value and value not in self.seen:
+                        self.seen.add(value)
+                        self.files.append(value)
             elif isinstance(p, ToolResultPart):
                 if p.is_error:
                     self.errors += 1

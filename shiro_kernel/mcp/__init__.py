@@ -21,10 +21,9 @@ if TYPE_CHECKING:
     from .client import McpManager, ServerStatus
     from .config import McpConfigError, ServerConfig, load_config
     from .schema import openai_schema, tool_names
-    from .server import SERVED, McpKernelServer, ServeInfo
+    from .server import McpKernelServer, ServeInfo, served
 
 __all__ = [
-    "SERVED",
     "McpConfigError",
     "McpKernelServer",
     "McpManager",
@@ -33,6 +32,7 @@ __all__ = [
     "ServerStatus",
     "load_config",
     "openai_schema",
+    "served",
     "tool_names",
 ]
 
@@ -46,7 +46,7 @@ _WHERE = {
     "tool_names": "schema",
     "McpKernelServer": "server",
     "ServeInfo": "server",
-    "SERVED": "server",
+    "served": "server",
 }
 
 

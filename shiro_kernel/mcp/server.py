@@ -10,7 +10,8 @@ Invariants:
 
 * Every HTTP request without ``Authorization: Bearer <token>`` (compared in constant time) gets 401 before
   any MCP code sees it; the SDK's DNS-rebinding protection (Host/Origin must be localhost) stays on.
-* Only :data:`SERVED` tools are exposed, whichever of them the given dict has; a tool asked about before it
+* Only the tools that say they are served (``Tool.served``, a place in the list) are exposed, in that order,
+  whichever of them the given dict has; a tool asked about before it
   runs (``Tool.needs_approval``, from its declared effect) runs only when ``approve(client_name, call)`` says
   yes, reading tools run directly (the same rule the notebook agent follows with ``approval = "ask"``).
 * Every call, approved or not, is reported to ``on_call(client_name, tool_name, args, result_text)`` so the
@@ -45,26 +46,18 @@ from ._runtime import LoopThread
 
 T = TypeVar("T")
 
-#: the tools another agent may use, in the order it sees them
-SERVED = (
-    "python",
-    "inspect",
-    "notebook_read",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "list_files",
-    "grep",
-    "recall",
-    "memory_read",
-    "todo_write",
-)
 PATH = "/mcp"
 INSTRUCTIONS = (
     "These tools act on a live Jupyter kernel that a person is using right now: `python` runs code in "
     "their namespace (variables persist between calls and are visible to them), `inspect` lists "
     "variables, `notebook_read` shows the notebook. Calls run between the user's cells."
 )
+
+
+def served(tools: dict[str, Tool]) -> dict[str, Tool]:
+    """The tools another agent may use (those that say so: ``Tool.served``), at the places they say."""
+    offered = sorted((t.served, n) for n, t in tools.items() if t.served is not None)
+    return {name: tools[name] for _, name in offered}
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ class McpKernelServer:
         host: str = "127.0.0.1",
         name: str = "shiro",
     ) -> None:
-        self.tools = {n: tools[n] for n in SERVED if n in tools}
+        self.tools = served(tools)
         self.ctx_factory = ctx_factory
         self.run_on_main = run_on_main
         self.approve = approve

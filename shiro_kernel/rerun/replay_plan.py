@@ -1,14 +1,15 @@
 """What a recorded turn's calls become in a replay, and the fields a turn's bundle carries for it.
 
 The rules, one per kind of call (a call's *number* is its place among the turn's tool calls, from 1), derived
-from the saved result's fields (``is_error``, ``refused``) and the tool's declared effect (``Tool.effects``),
-never from a list of names or the result's text:
+from the saved result's fields (``is_error``, ``refused``) and what the tool declares (``Tool.effects``,
+``Tool.replayed``, ``Tool.touches``), never from a list of names or the result's text:
 
-* a ``python`` call that succeeded → **run** again (the one call whose change a replay redoes: its code);
+* a call of a ``replayed`` tool (``python``) that succeeded → **run** again (the one call whose change a replay
+  redoes: the code its tool says it ran);
 * a tool that only reads (``Effect.READS``: ``inspect``, ``read_file``, ``notebook_read``, ``todo_write`` …)
   → **omit**, silently: it changed nothing a later call depends on;
 * a call that failed, was refused or was left waiting for approval (any tool) → **skip**, counted and said;
-  a ``python`` call whose code raised counts as failed (the tool returns a traceback, not an error);
+  a replayed call whose code raised counts as failed (the tool returns a traceback, not an error);
 * a call that succeeded and changed anything else (the namespace through another tool, files, the outside
   world or the notebook: ``write_file``, ``shell``, ``remember``, ``notebook_edit``, ``notebook_run`` …, and
   any tool not known here, such as an MCP server's no longer connected) → **stop**: the replay ends before it,
@@ -42,9 +43,6 @@ from ..transcript import Message, ToolCallPart, ToolResultPart
 
 STATUSES = ("ok", "error", "refused", "pending")
 WHY_CHARS = 200
-#: the tool whose calls a replay runs again (their code, in the user's namespace)
-REPLAYED = "python"
-
 RUN, OMIT, SKIP, STOP = "run", "omit", "skip", "stop"
 
 
@@ -114,14 +112,17 @@ def _note(line: str) -> bool:
     return line.startswith("[") and line.endswith("]")
 
 
-def call_status(call: ToolCallPart, result: ToolResultPart | None) -> tuple[str, str]:
-    """(status, why): ``ok`` with no why, or ``error`` / ``refused`` / ``pending`` with one line saying why."""
+def call_status(
+    call: ToolCallPart, result: ToolResultPart | None, tools: Mapping[str, Tool] | None = None
+) -> tuple[str, str]:
+    """(status, why): ``ok`` with no why, or ``error`` / ``refused`` / ``pending`` with one line saying why
+    (``tools``: the turn's beyond the built-in ones; a replayed tool's code that raised is an ``error``)."""
     if result is None:
         return "pending", "it was waiting for approval when the turn ended"
     if result.is_error:  # why: its text's first line, without the ``Error:`` every failure's text starts with
         text = first_line(result.output.removeprefix("Error:").strip(), WHY_CHARS) or "it failed"
         return ("refused" if result.refused else "error"), text
-    if call.name == "python":
+    if replayed(call.name, known_tools(tools)):
         meta = result.meta.get("raised") if isinstance(result.meta, dict) else None
         exc = meta if isinstance(meta, str) and meta else raised(result.output)
         if exc:
@@ -135,11 +136,17 @@ def known_tools(tools: Mapping[str, Tool] | None = None) -> dict[str, Tool]:
     return {**all_tools(), **(tools or {})}
 
 
+def replayed(name: str, tools: Mapping[str, Tool]) -> bool:
+    """Whether a replay runs a call of tool ``name`` again (its tool says so: ``Tool.replayed``)."""
+    tool = tools.get(name)
+    return tool is not None and tool.replayed
+
+
 def stop_why(name: str, tools: Mapping[str, Tool]) -> str:
     """Why a replay stops before a call of tool ``name`` that succeeded (empty: it does not; ``tools``: from
-    :func:`known_tools`). Only the ``python`` call is run again; a tool that only reads is omitted; any other
-    change, or a tool not known here, stops the replay."""
-    if name == REPLAYED:
+    :func:`known_tools`). Only a replayed tool's call (``python``) is run again; a tool that only reads is omitted;
+    any other change, or a tool not known here, stops the replay."""
+    if replayed(name, tools):
         return ""
     tool = tools.get(name)
     if tool is None:
@@ -157,19 +164,24 @@ def stop_why(name: str, tools: Mapping[str, Tool]) -> str:
     return f"{what} when recorded, and a replay does not redo that"
 
 
-def _code_of(call: ToolCallPart) -> str | None:
+def _code_of(call: ToolCallPart, tools: Mapping[str, Tool]) -> str | None:
+    """The code a replayed tool's call ran, as its tool says (None for any other call, or none)."""
+    tool = tools.get(call.name)
+    if tool is None or not tool.replayed or tool.touches is None:
+        return None
     try:
-        code = call.parsed_arguments().get("code")
+        code = tool.touches(call.parsed_arguments(), None).code
     except ValueError:
         return None
     return code if isinstance(code, str) and code.strip() else None
 
 
-def _step(number: int, call_id: str, name: str, status: str, why: str, code: str | None, stop: str) -> Step:
-    """One call's step: ``stop`` says why a replay stops before it had it succeeded (empty: it does not)."""
+def _step(number: int, call_id: str, name: str, status: str, why: str, code: str | None, stop: str, runs: bool) -> Step:
+    """One call's step: ``stop`` says why a replay stops before it had it succeeded (empty: it does not);
+    ``runs``: its tool is replayed."""
     if status != "ok":
         return Step(number, call_id, name, SKIP, status, why=why or "it failed")
-    if name == REPLAYED:
+    if runs:
         if code is None:
             return Step(number, call_id, name, SKIP, "error", why="its code could not be read")
         return Step(number, call_id, name, RUN, code=code)
@@ -223,8 +235,11 @@ def plan_from_messages(messages: Iterable[Message], tools: Mapping[str, Tool] | 
     known = known_tools(tools)
     steps = []
     for number, (call, result) in enumerate(_calls(messages), 1):
-        status, why = call_status(call, result)
-        step = _step(number, call.call_id, call.name, status, why, _code_of(call), stop_why(call.name, known))
+        status, why = call_status(call, result, known)
+        runs = replayed(call.name, known)
+        step = _step(
+            number, call.call_id, call.name, status, why, _code_of(call, known), stop_why(call.name, known), runs
+        )
         steps.append(replace(step, target=_short(call)))
     prompt = next((m.text for m in messages if m.role == "user"), None)
     return Plan(steps, _answer(messages), prompt)
@@ -244,8 +259,8 @@ def replay_fields(
     known = known_tools(tools)
     calls = []
     for call, result in _calls(list(messages)):
-        status, why = call_status(call, result)
-        code = _code_of(call) if call.name == REPLAYED and status == "ok" else None
+        status, why = call_status(call, result, known)
+        code = _code_of(call, known) if status == "ok" else None
         entry: dict[str, Any] = {
             "callId": call.call_id,
             "name": call.name,
@@ -310,6 +325,7 @@ def plan_from_bundle(bundle: dict[str, Any]) -> Plan:
             first_line(str(item.get("error") or ""), WHY_CHARS),
             code if isinstance(code, str) and code.strip() else None,
             stop,
+            replayed(item["name"], known),
         )
         steps.append(replace(step, target=shown.get(item["callId"], "")))
     prompt = bundle.get("prompt")
@@ -328,7 +344,6 @@ def fields_of(bundle: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "FIELD_NAMES",
     "OMIT",
-    "REPLAYED",
     "RUN",
     "SKIP",
     "STOP",
@@ -342,5 +357,6 @@ __all__ = [
     "plan_from_messages",
     "raised",
     "replay_fields",
+    "replayed",
     "stop_why",
 ]

@@ -1,10 +1,11 @@
-"""The tools the model can call. Adding a tool is one file: a module in this package exposing ``TOOLS`` (a list
-of :class:`Tool`, each declaring its :class:`Effect`), found by :func:`all_tools` with no list to edit.
+"""The tools the model can call. Adding a tool is a module in this package exposing ``TOOLS`` (a list of
+:class:`Tool`, each declaring its :class:`Effect` and, when it changes the namespace or files, what a call touches)
+and its name's place in :data:`ORDER`.
 
-The order the model sees them in is stable (the prompt's tool list is byte-stable across turns and kernels):
-each module's ``TOOLS`` in their order, the modules in the order of their names — one rule, so a new file
-needs no place picked for it. A module without ``TOOLS`` (``base``, ``displays``) is a helper. Two tools with
-one name are a mistake, said at once.
+The order the model sees them in is declared, in :data:`ORDER` (the prompt's tool list is byte-stable across
+turns and kernels: renaming a module moves nothing). A module without ``TOOLS`` (``base``, ``displays``) is a
+helper. Two tools with one name, a tool with no place in the order, or a place with no tool are mistakes, said at
+once.
 """
 
 from __future__ import annotations
@@ -19,15 +20,55 @@ from ..errors import ShiroError
 from ..store.assets import assets
 from ..text import cut
 from ..transcript import ToolCallPart, ToolResultPart
-from .base import MAX_RESULT_CHARS, Effect, Image, Tool, ToolContext, ToolError, ToolOutput
+from .base import MAX_RESULT_CHARS, Effect, Image, Preview, Tool, ToolContext, ToolError, ToolOutput, Touches
 
-__all__ = ["Effect", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "all_tools", "run_tool", "tools_of"]
+__all__ = [
+    "ORDER",
+    "Effect",
+    "Image",
+    "Preview",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "Touches",
+    "all_tools",
+    "run_tool",
+    "tools_of",
+]
 
 
-def tools_of(package: ModuleType) -> dict[str, Tool]:
-    """The tools of ``package``'s modules by name: each module's ``TOOLS``, modules in name order (see the
-    module's doc). Raises ValueError when two tools share a name."""
+#: the order the model sees the tools in: a new tool's name goes where it reads best
+ORDER = (
+    "notebook_edit",
+    "notebook_insert",
+    "notebook_delete",
+    "notebook_run",
+    "notebook_check",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_files",
+    "grep",
+    "inspect",
+    "remember",
+    "recall",
+    "forget",
+    "memory_read",
+    "memory_write",
+    "notebook_read",
+    "propose_cell",
+    "python",
+    "shell",
+    "todo_write",
+)
+
+
+def tools_of(package: ModuleType, order: tuple[str, ...]) -> dict[str, Tool]:
+    """The tools of ``package``'s modules (each module's ``TOOLS``) by name, in ``order``. Raises ValueError when
+    two tools share a name, a tool has no place in ``order``, or a name in ``order`` is no module's tool."""
     tools: dict[str, Tool] = {}
+    where: dict[str, str] = {}
     names = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.ispkg)
     for name in names:
         module = importlib.import_module(f"{package.__name__}.{name}")
@@ -35,24 +76,28 @@ def tools_of(package: ModuleType) -> dict[str, Tool]:
             if tool.name in tools:
                 raise ValueError(f"two tools are named {tool.name!r} (the second in {module.__name__})")
             tools[tool.name] = tool
-    return tools
+            where[tool.name] = module.__name__
+    unplaced = [n for n in tools if n not in order]
+    if unplaced:
+        raise ValueError(
+            f"tool {unplaced[0]!r} (in {where[unplaced[0]]}) has no place in the order the model sees the tools in: "
+            f"add its name to {package.__name__}.ORDER"
+        )
+    missing = [n for n in order if n not in tools]
+    if missing:
+        raise ValueError(f"{package.__name__}.ORDER names {missing[0]!r}, but no module of the package defines it")
+    return {n: tools[n] for n in order}
 
 
 def all_tools() -> dict[str, Tool]:
-    """Every tool of this package by name, in a stable order (see the module's doc)."""
-    return tools_of(importlib.import_module(__name__))
-
-
-#: arguments whose presence and allowed values a tool checks itself, so the model reads the seed's text
-#: (``Error: scope is required``, ``Error: invalid scope 'global', expected one of: project, system``) rather
-#: than the schema's: servers that do not enforce the schema (Ollama, vLLM) send such calls
-_OWN_CHECKS: dict[str, frozenset[str]] = {"memory_write": frozenset({"name", "scope"})}
+    """Every tool of this package by name, in the declared order (:data:`ORDER`)."""
+    return tools_of(importlib.import_module(__name__), ORDER)
 
 
 def _check_arguments(tool: Tool, args: dict[str, Any]) -> dict[str, Any]:
     """Light validation against the tool's schema: unknown keys, missing required keys, types, enums."""
     props: dict[str, Any] = tool.parameters.get("properties", {})
-    own = _OWN_CHECKS.get(tool.name, frozenset())
+    own = tool.own_checks  # the model reads the tool's own words about these (servers that skip the schema)
     unknown = sorted(set(args) - set(props))
     if unknown and tool.parameters.get("additionalProperties", True) is False:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)}; {tool.name} takes {', '.join(props) or 'none'}")

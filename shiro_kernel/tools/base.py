@@ -1,8 +1,10 @@
 """What a tool is, and the context it runs in.
 
 A tool is a name, a description, a JSON Schema for its arguments, a plain function
-``run(args, ctx) -> str | ToolOutput`` and its declared :class:`Effect`: what its calls change. The effect
-is the only thing a tool declares about itself; every policy derives from it (:class:`Tool`'s properties):
+``run(args, ctx) -> str | ToolOutput`` and its declared :class:`Effect`: what its calls change. Every policy
+derives from the effect (:class:`Tool`'s properties), and what a call of a NAMESPACE or FILES tool touches from
+its :attr:`Tool.touches` (:class:`Touches`: no default, so undo never keeps nothing for a call that changes
+something). No module keeps a list of tool names standing in for what a tool declares:
 
 ============================  ==========================================================================
 rule                          derived from the effect
@@ -10,10 +12,11 @@ rule                          derived from the effect
 approval (``approval.py``)    ``needs_approval`` (NAMESPACE, FILES or OUTSIDE): asked under "ask";
                               any change (``changes``, REVIEW too) refused under "read-only"
 write-ahead (``store/``)      ``changes``: the record is written before such a call runs
-replay (``rerun/replay_plan.py``)   READS only: omitted; the ``python`` call: run again; any other change: the
-                              replay stops before it
+replay (``rerun/replay_plan.py``)   READS only: omitted; a ``replayed`` tool's call (``python``): run again;
+                              any other change: the replay stops before it
 review (``turn.py``)          ``reviewed`` (REVIEW): the step's changes go to the notebook as one review
-undo                          ``undoable``: no OUTSIDE effect (what it changed can be taken back)
+undo                          ``undoable``: no OUTSIDE effect (what it changed can be taken back);
+                              its checkpoint: ``touches`` (the code, the files it writes, why outside)
 ============================  ==========================================================================
 
 A tool signals a problem by raising :class:`ToolError` (or any
@@ -39,7 +42,20 @@ if TYPE_CHECKING:
     from ..notebook.document import LiveNotebook
     from ..tasks import TaskList
 
-__all__ = ["MAX_RESULT_CHARS", "Effect", "Image", "Tool", "ToolContext", "ToolError", "ToolOutput", "schema"]
+__all__ = [
+    "MAX_RESULT_CHARS",
+    "Effect",
+    "Image",
+    "Preview",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutput",
+    "Touches",
+    "TouchesOf",
+    "outside",
+    "schema",
+]
 
 #: How much of one tool result the model sees; the rest is cut with a note saying so.
 MAX_RESULT_CHARS = 20_000
@@ -66,6 +82,47 @@ class Effect(enum.Flag):
 CHANGES = Effect.NAMESPACE | Effect.FILES | Effect.OUTSIDE | Effect.REVIEW
 #: the effects a call is asked about before it runs (REVIEW asks in the notebook instead)
 ASKED = Effect.NAMESPACE | Effect.FILES | Effect.OUTSIDE
+#: the effects whose tool must say what each call touches (:attr:`Tool.touches`): undo keeps exactly that
+DECLARED = Effect.NAMESPACE | Effect.FILES
+
+
+@dataclass(frozen=True)
+class Touches:
+    """What one call touches, as its tool says (:attr:`Tool.touches`): undo keeps it before the call runs
+    (:mod:`~shiro_kernel.undo.checkpoints`), a replay runs the code again (:mod:`~shiro_kernel.rerun.replay_plan`),
+    a pruned span names the files (:mod:`~shiro_kernel.context.digest`)."""
+
+    #: the Python it runs in the user's namespace (NAMESPACE); None: not known here, ``why`` says why
+    code: str | None = None
+    #: the files it writes (FILES), as the call names them (relative to the project root, or absolute)
+    writes: tuple[str, ...] = ()
+    #: the files it reads (or the glob it lists), as the call names them
+    reads: tuple[str, ...] = ()
+    #: OUTSIDE: why what it changed cannot be taken back; NAMESPACE without ``code``: why its names are not known
+    why: str = ""
+
+
+#: what a call touches, from its arguments and the context it runs in; the context is None where no call runs
+#: (a record read back, a digest): a tool that needs it to know says what it cannot know
+TouchesOf = Callable[[dict[str, Any], "ToolContext | None"], Touches]
+
+
+def outside(why: str) -> TouchesOf:
+    """The :attr:`Tool.touches` of an OUTSIDE tool: every call changes what ``why`` names, beyond undo."""
+    return lambda args, ctx: Touches(why=why)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the user reads before approving a call (:attr:`Tool.preview`; :mod:`~shiro_kernel.ui.call_preview`
+    highlights it): ``text`` in ``lang`` (empty: by ``path``'s name), or, with ``old``, the diff of ``path`` from
+    ``old`` to ``text``; ``text`` None shows the title alone."""
+
+    title: str
+    text: str | None
+    lang: str = ""
+    path: str = ""
+    old: str | None = None
 
 
 @dataclass
@@ -184,10 +241,28 @@ class Tool:
     #: offered in a lean request (a local model's, :mod:`~shiro_kernel.context.offer`): one of the few tools a data
     #: question needs; the others are loaded on demand
     lean: bool = False
+    #: what a call touches (its code, the files it writes or reads, why it is outside undo): required of a
+    #: NAMESPACE or FILES tool, whose checkpoint is exactly that — a tool without it is refused here
+    touches: TouchesOf | None = None
+    #: what the user reads before approving a call (None: its arguments as JSON)
+    preview: Callable[[dict[str, Any], ToolContext], Preview | None] | None = None
+    #: a replay runs its calls that succeeded again (the code :attr:`touches` names, in the user's namespace)
+    replayed: bool = False
+    #: offered to other agents by the kernel's MCP server (:mod:`~shiro_kernel.mcp.server`), at this place in the
+    #: list they see (from 1: ``python`` first, the tool they come for); None: not offered
+    served: int | None = None
+    #: arguments whose presence and allowed values its ``run`` checks itself (the registry lets them through,
+    #: so the model reads the tool's own words): for servers that do not enforce the schema
+    own_checks: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not self.effects:
             raise ValueError(f"tool {self.name!r} declares no effect: it is Effect.READS at least")
+        if self.effects & DECLARED and self.touches is None:
+            raise ValueError(
+                f"tool {self.name!r} changes {'the namespace' if Effect.NAMESPACE in self.effects else 'files'} "
+                "but does not say what a call touches (touches=): undo would keep nothing"
+            )
 
     @property
     def changes(self) -> bool:

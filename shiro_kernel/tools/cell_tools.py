@@ -19,7 +19,7 @@ from typing import Any
 from ..approval import UNANSWERED_DENIAL
 from ..notebook.channel import NO_FRONT_END
 from ..notebook.document import SKIPPED_TURN_CELL, LiveNotebook
-from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, Touches, schema
 from .notebook import OUTPUT_CHARS, _output_text
 
 RUN_IMAGES = 6
@@ -97,6 +97,25 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return ToolOutput(text[: OUTPUT_CHARS * 10], images=images)
 
 
+def _run_touches(args: dict[str, Any], ctx: ToolContext | None) -> Touches:
+    """The code ``notebook_run`` runs: its cells' sources as the agent last read them (unknown when it has not
+    read them all, or where there is no front end)."""
+    live = ctx.notebook if ctx is not None else None
+    cells = args.get("cells")
+    unknown = Touches(why="the cells it runs were not read, so their names are not known")
+    if live is None or not isinstance(cells, list):
+        return unknown
+    sources = []
+    for index in cells:
+        if not isinstance(index, int) or not 0 <= index < len(live.order):
+            return unknown
+        source = live.seen.get(live.order[index])
+        if source is None:
+            return unknown
+        sources.append(source)
+    return Touches(code="\n".join(sources))
+
+
 SOURCE = {"type": "string", "description": "the cell's whole new source"}
 CELL = {"type": "integer", "description": "the cell's index, as notebook_read shows it"}
 
@@ -154,5 +173,6 @@ TOOLS = [
         run=_run,
         effects=Effect.NAMESPACE,
         kernel_thread=False,
+        touches=_run_touches,
     ),
 ]

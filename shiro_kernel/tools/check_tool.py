@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Effect, Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, outside, schema
 
 #: a whole notebook may take a while; the check stops it after this many seconds
 CHECK_TIMEOUT_S = 600
@@ -39,6 +39,7 @@ notebook_check = Tool(
     run=_run,
     effects=Effect.FILES | Effect.OUTSIDE,  # the notebook's code, in a kernel of its own: it may do anything
     kernel_thread=False,
+    touches=outside("notebook_check changes something outside the kernel that cannot be taken back"),
 )
 
 TOOLS = [notebook_check]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..store.files import write_atomic
-from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Image, Preview, Tool, ToolContext, ToolError, ToolOutput, Touches, TouchesOf, schema
 
 DEFAULT_LIMIT = 2000  # lines read_file shows by default
 LINE_CHARS = 2000  # longer lines are cut in read_file
@@ -390,6 +390,51 @@ def grep(args: dict[str, Any], ctx: ToolContext) -> str:
     return text
 
 
+# -- what a call touches, and what the user reads before a write ------------------------------------------------
+def _named(args: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = args.get(key)
+    return (value,) if isinstance(value, str) else ()
+
+
+def _reads(key: str) -> TouchesOf:
+    """The file (or glob) a reading call names in its argument ``key``."""
+    return lambda args, ctx: Touches(reads=_named(args, key))
+
+
+def _writes(args: dict[str, Any], ctx: ToolContext | None) -> Touches:
+    """The one file a write names: its ``path``."""
+    return Touches(writes=_named(args, "path"))
+
+
+def _current(ctx: ToolContext, path: str) -> str | None:
+    """The file's text now, when it is a readable text file the tools may use."""
+    try:
+        return ctx.resolve(path).read_text(encoding="utf-8")
+    except (ToolError, OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _write_preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    path, content = args.get("path"), args.get("content")
+    if not isinstance(path, str) or not isinstance(content, str):
+        return None
+    old = _current(ctx, path)
+    if old is None:
+        return Preview(f"create {path}", content, path=path)
+    return Preview(f"overwrite {path}", content, path=path, old=old)
+
+
+def _edit_preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    path, before = args.get("path"), args.get("old")
+    if not isinstance(path, str) or not isinstance(before, str):
+        return None
+    after = str(args.get("new") or "")
+    old = _current(ctx, path)
+    if old is not None and old.count(before) == 1:
+        return Preview(f"edit {path}", old.replace(before, after, 1), path=path, old=old)
+    return Preview(f"edit {path}", after, path=path, old=before)
+
+
 TOOLS = [
     Tool(
         name="read_file",
@@ -408,6 +453,8 @@ TOOLS = [
         ),
         run=read_file,
         effects=Effect.READS,
+        touches=_reads("path"),
+        served=4,
     ),
     Tool(
         name="write_file",
@@ -423,6 +470,9 @@ TOOLS = [
         ),
         run=write_file,
         effects=Effect.FILES,
+        touches=_writes,
+        preview=_write_preview,
+        served=5,
     ),
     Tool(
         name="edit_file",
@@ -439,6 +489,9 @@ TOOLS = [
         ),
         run=edit_file,
         effects=Effect.FILES,
+        touches=_writes,
+        preview=_edit_preview,
+        served=6,
     ),
     Tool(
         name="list_files",
@@ -453,6 +506,8 @@ TOOLS = [
         ),
         run=list_files,
         effects=Effect.READS,
+        touches=_reads("pattern"),
+        served=7,
     ),
     Tool(
         name="grep",
@@ -470,5 +525,7 @@ TOOLS = [
         ),
         run=grep,
         effects=Effect.READS,
+        touches=_reads("path"),
+        served=8,
     ),
 ]

@@ -325,5 +325,6 @@ TOOLS = [
         ),
         run=_run,
         effects=Effect.READS,
+        served=2,
     ),
 ]

@@ -20,7 +20,7 @@ from typing import Any
 from ..errors import MemoryRefused
 from ..memory.named import SEPARATOR, Found, MemoryStore
 from ..memory.notes import DISABLED, KINDS, NoteStore
-from .base import Effect, Tool, ToolContext, ToolError, schema
+from .base import Effect, Preview, Tool, ToolContext, ToolError, outside, schema
 
 
 def _notes(ctx: ToolContext) -> NoteStore:
@@ -103,6 +103,52 @@ def _memory_write(args: dict[str, Any], ctx: ToolContext) -> str:
     )
 
 
+def _remember_preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    """The note every later session would be told."""
+    if not isinstance(args.get("text"), str):
+        return None
+    kind = args.get("kind") if isinstance(args.get("kind"), str) else "note"
+    return Preview(f"remember this {kind} for every later session of this project", args["text"], "text")
+
+
+def _forget_preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    if not isinstance(args.get("text"), str):
+        return None
+    return Preview("forget every project note containing", args["text"], "text")
+
+
+def _memory_write_preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    """What later sessions would read: the memory's content (a diff when it exists already), its index line, or
+    its removal."""
+    if not isinstance(args.get("name"), str):
+        return None
+    from ..memory.index_file import name_problem, project_dir, system_dir
+
+    memory, scope = args["name"], args.get("scope")
+    where = "the system scope (every project)" if scope == "system" else f"the {scope or '?'} scope"
+    if args.get("remove"):
+        return Preview(f"remove the memory {memory} from {where} (moved to the trash)", None)
+    content = args.get("content") if isinstance(args.get("content"), str) else ""
+    if not content:
+        description = args.get("description")
+        text = description if isinstance(description, str) else None
+        return Preview(f"change the index line of the memory {memory} in {where}", text, "text")
+    old = None
+    if scope in ("project", "system") and name_problem(memory) is None:
+        folder = system_dir() if scope == "system" else project_dir(ctx.root)
+        try:
+            old = (folder / f"{memory}.md").read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            old = None
+    overlay = " (for this model only)" if args.get("current_model_only") else ""
+    if old is None or overlay:
+        return Preview(f"save the memory {memory} in {where}{overlay}", content, "markdown")
+    return Preview(f"overwrite the memory {memory} in {where}", content, path=f"{memory}.md", old=old)
+
+
+#: why a change to the project's notes is outside undo
+NOTES_OUTSIDE = "the project's notes are not part of undo"
+
 remember = Tool(
     name="remember",
     description=(
@@ -123,6 +169,8 @@ remember = Tool(
     ),
     run=_remember,
     effects=Effect.OUTSIDE,
+    touches=outside(NOTES_OUTSIDE),
+    preview=_remember_preview,
 )
 
 recall = Tool(
@@ -134,6 +182,7 @@ recall = Tool(
     parameters=schema({"query": {"type": "string", "description": "Words that would appear in the note"}}),
     run=_recall,
     effects=Effect.READS,
+    served=9,
 )
 
 forget = Tool(
@@ -144,6 +193,8 @@ forget = Tool(
     ),
     run=_forget,
     effects=Effect.OUTSIDE,
+    touches=outside(NOTES_OUTSIDE),
+    preview=_forget_preview,
 )
 
 memory_read = Tool(
@@ -164,6 +215,7 @@ memory_read = Tool(
     ),
     run=_memory_read,
     effects=Effect.READS,
+    served=10,
 )
 
 memory_write = Tool(
@@ -206,6 +258,9 @@ memory_write = Tool(
     ),
     run=_memory_write,
     effects=Effect.OUTSIDE,
+    touches=outside("the named memories are not part of undo"),
+    preview=_memory_write_preview,
+    own_checks=frozenset({"name", "scope"}),  # the model reads the store's words (servers that skip the schema)
 )
 
 TOOLS = [remember, recall, forget, memory_read, memory_write]

@@ -258,6 +258,7 @@ TOOLS = [
         run=notebook_read,
         effects=Effect.READS,
         kernel_thread=False,  # the live read waits for the front end, whose answer needs the kernel's thread free
+        served=3,
     ),
     Tool(
         name="propose_cell",

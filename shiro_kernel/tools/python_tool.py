@@ -30,7 +30,7 @@ from typing import Any
 import IPython
 
 from ..text import HeadTail, cut, joined
-from .base import Effect, Tool, ToolContext, ToolError, ToolOutput, schema
+from .base import Effect, Preview, Tool, ToolContext, ToolError, ToolOutput, Touches, schema
 from .displays import Capture, Publisher, collect_figures, open_figures, spy_on_formatter
 
 #: Captured output kept in memory: the first HEAD and the last TAIL characters.
@@ -352,6 +352,17 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
     return run_python(shell, code)
 
 
+def _touches(args: dict[str, Any], ctx: ToolContext | None) -> Touches:
+    """The code it runs in the user's namespace: its ``code``."""
+    code = args.get("code")
+    return Touches(code=code if isinstance(code, str) else "")
+
+
+def _preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    code = args.get("code")
+    return Preview("run this Python in your kernel", code, "python") if isinstance(code, str) else None
+
+
 TOOLS = [
     Tool(
         name="python",
@@ -366,5 +377,9 @@ TOOLS = [
         run=_run,
         effects=Effect.NAMESPACE,
         lean=True,
+        touches=_touches,
+        preview=_preview,
+        replayed=True,
+        served=1,
     ),
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..redact import subprocess_env
 from ..text import HeadTail
-from .base import Effect, Tool, ToolContext, ToolError, schema
+from .base import Effect, Preview, Tool, ToolContext, ToolError, outside, schema
 
 DEFAULT_TIMEOUT_S = 60
 MAX_TIMEOUT_S = 600
@@ -154,6 +154,15 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
     return run_command(command, str(root), float(timeout))
 
 
+def _preview(args: dict[str, Any], ctx: ToolContext) -> Preview | None:
+    command = args.get("command")
+    if not isinstance(command, str):
+        return None
+    timeout = args.get("timeout_s")
+    title = "run this shell command" + (f" (timeout {timeout:g} s)" if isinstance(timeout, (int, float)) else "")
+    return Preview(title, command, "bash")
+
+
 TOOLS = [
     Tool(
         name="shell",
@@ -171,5 +180,7 @@ TOOLS = [
         ),
         run=_run,
         effects=Effect.FILES | Effect.OUTSIDE,  # it may write any file, and anything beyond: never undoable
+        touches=outside("a shell command's effects outside the kernel cannot be taken back"),
+        preview=_preview,
     ),
 ]

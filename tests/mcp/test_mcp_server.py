@@ -23,8 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_testutil import run_async
 from mcp_types import Implementation
 
-from shiro_kernel.mcp import SERVED, McpKernelServer
-from shiro_kernel.tools import Effect, Image, Tool, ToolContext, ToolError, ToolOutput
+from shiro_kernel.mcp import McpKernelServer
+from shiro_kernel.mcp.server import served as served_tools
+from shiro_kernel.tools import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, Touches, all_tools
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart
 
@@ -67,6 +68,8 @@ class Kernel:
                 schema({"code": {"type": "string"}}),
                 python,
                 effects=Effect.NAMESPACE,
+                touches=lambda a, c: Touches(code=a.get("code")),
+                served=1,
             ),
             "inspect": Tool(
                 "inspect",
@@ -74,10 +77,18 @@ class Kernel:
                 schema({"names": {"type": "array", "items": {"type": "string"}}}, optional=("names",)),
                 inspect,
                 effects=Effect.READS,
+                served=2,
             ),
-            "grep": Tool("grep", "Search files.", schema({"pattern": {"type": "string"}}), grep, effects=Effect.READS),
+            "grep": Tool(
+                "grep",
+                "Search files.",
+                schema({"pattern": {"type": "string"}}),
+                grep,
+                effects=Effect.READS,
+                served=8,
+            ),
             "notebook_read": Tool(
-                "notebook_read", "Read the notebook.", schema({}), notebook_read, effects=Effect.READS
+                "notebook_read", "Read the notebook.", schema({}), notebook_read, effects=Effect.READS, served=3
             ),
             "shell": Tool(
                 "shell",
@@ -85,6 +96,7 @@ class Kernel:
                 schema({"command": {"type": "string"}}),
                 lambda a, c: "never",
                 effects=Effect.FILES | Effect.OUTSIDE,
+                touches=lambda a, c: Touches(why="a shell command"),  # not served: the server never offers it
             ),
         }
 
@@ -132,7 +144,7 @@ def test_sdk_client_lists_and_calls(served: tuple[McpKernelServer, Kernel], mode
     async def session() -> None:
         async with connect(url, token, mode) as client:
             listed = (await client.list_tools()).tools
-            assert [t.name for t in listed] == ["python", "inspect", "notebook_read", "grep"]  # SERVED order, no shell
+            assert [t.name for t in listed] == ["python", "inspect", "notebook_read", "grep"]  # served order, no shell
             hints = {t.name: t.annotations.read_only_hint for t in listed if t.annotations}
             assert hints == {"python": False, "inspect": True, "notebook_read": True, "grep": True}
             reported: list[str | None] = []
@@ -234,7 +246,8 @@ def test_config_text_and_stop(served: tuple[McpKernelServer, Kernel]) -> None:
 
 
 def test_served_subset() -> None:
-    assert SERVED == (
+    """The tools another agent may use are those that say so (``Tool.served``), at the places they say."""
+    assert list(served_tools(all_tools())) == [
         "python",
         "inspect",
         "notebook_read",
@@ -246,7 +259,7 @@ def test_served_subset() -> None:
         "recall",
         "memory_read",
         "todo_write",
-    )
+    ]
 
 
 def test_our_client_talks_to_our_server(served: tuple[McpKernelServer, Kernel], tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """One rule for what a call does (issue 34 #5): a tool declares its effect once (``Tool.effects``), and approval,
 the write-ahead, replay and the notebook's review derive from it; a result keeps ``refused`` and ``stopped`` as
-fields through a save and a load. A new tool is one file: a module dropped into the package's path is found, and
-treated as its effect says, with no list edited anywhere."""
+fields through a save and a load. A new tool is one file and its name's place in the declared order
+(``tools.ORDER``): a module dropped into the package's path is found, and treated as its effect says, with no other
+list edited anywhere."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ NEW_TOOL_FILE = '''"""Tools a test drops into the package: one of each effect.""
 
 from typing import Any
 
-from shiro_kernel.tools.base import Effect, Tool, ToolContext, ToolError, ToolOutput, schema
+from shiro_kernel.tools.base import Effect, Tool, ToolContext, ToolError, ToolOutput, Touches, schema
 
 
 def _done(args: dict[str, Any], ctx: ToolContext) -> str:
@@ -59,8 +60,8 @@ INSERT = schema({"after": {"type": "integer", "description": "a cell"}, "source"
 
 TOOLS = [
     Tool("zz_reads", "Reads.", schema({}), _done, effects=Effect.READS),
-    Tool("zz_namespace", "Changes names.", schema({}), _done, effects=Effect.NAMESPACE),
-    Tool("zz_files", "Writes files.", schema({}), _done, effects=Effect.FILES),
+    Tool("zz_namespace", "Changes names.", schema({}), _done, effects=Effect.NAMESPACE, touches=lambda a, c: Touches("")),
+    Tool("zz_files", "Writes files.", schema({}), _done, effects=Effect.FILES, touches=lambda a, c: Touches()),
     Tool("zz_outside", "Changes the world.", schema({}), _done, effects=Effect.OUTSIDE),
     Tool("zz_review", "Inserts a cell.", INSERT, _insert, effects=Effect.REVIEW, kernel_thread=False),
 ]
@@ -88,19 +89,21 @@ def turn(prompt: str, steps: list[tuple[ToolCallPart, ToolResultPart | None]], a
 
 @pytest.fixture
 def new_tool(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """``zz_traits.py`` in a folder on ``shiro_kernel.tools``' path, as if a newcomer had added it to the package
-    (the real package folder is shared by every test run on this machine: it stays untouched)."""
+    """``zz_traits.py`` in a folder on ``shiro_kernel.tools``' path and its tools at the end of ``ORDER``, as if a
+    newcomer had added them to the package (the real package folder is shared by every test run on this machine:
+    it stays untouched)."""
     folder = tmp_path / "more_tools"
     folder.mkdir()
     (folder / "zz_traits.py").write_text(NEW_TOOL_FILE, encoding="utf-8")
     monkeypatch.setattr(package, "__path__", [*package.__path__, str(folder)])
+    monkeypatch.setattr(package, "ORDER", (*package.ORDER, *NEW))
     yield
     sys.modules.pop(f"{package.__name__}.zz_traits", None)
 
 
-def test_a_new_tool_is_one_file_found_with_no_list_edited(new_tool):
+def test_a_new_tool_is_one_file_and_its_place_in_the_order(new_tool):
     tools = all_tools()
-    assert list(tools)[-5:] == NEW  # its module sorts last by name; its TOOLS in their order
+    assert list(tools)[-5:] == NEW  # where ORDER puts them
     assert {name: tools[name].effects for name in NEW} == {
         "zz_reads": Effect.READS,
         "zz_namespace": Effect.NAMESPACE,
