@@ -2,6 +2,11 @@
 
 It never imports pandas or numpy to find out what an object is: it only looks at modules that are
 already loaded (``sys.modules``), so inspecting is cheap and has no side effects beyond ``repr``.
+
+The user's code does run: a ``repr``, a property on the dotted path, a frame's head. So each value is summarised on
+a worker thread and waited for at most :data:`ANSWER_S` seconds, the whole call at most :data:`CALL_S`: a value
+that does not answer is named (``x: its repr did not answer within 3 s``) and the others are still shown. The
+worker that did not answer is left to finish on its own (a thread cannot be stopped); what it returns is dropped.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import collections
 import reprlib
 import sys
+import threading
+import time
 import types
 from itertools import islice
 from typing import Any
@@ -24,6 +31,11 @@ MAX_VARIABLES = 60
 #: Columns listed in a DataFrame's dtypes, and characters of its head.
 MAX_COLUMNS = 40
 HEAD_CHARS = 2_000
+
+#: how long one value's summary (its repr, a dotted attribute, a frame's head) is waited for
+ANSWER_S = 3.0
+#: how long one call waits for all of its values' summaries: the values after that are named, not summarised
+CALL_S = 10.0
 
 #: strings up to this long are redacted before a repr cuts them (longer ones: the pieces kept are)
 REDACT_CHARS = 1_000_000
@@ -295,14 +307,47 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
             )
             chosen = chosen[:MAX_VARIABLES]
     out = []
+    deadline = time.monotonic() + CALL_S
     for name in chosen:
-        try:
-            obj = _lookup(shell, name)
-        except LookupError as exc:
-            out.append(f"{name}: not found ({exc})")
-            continue
-        out.append(describe(name, obj))
+        left = deadline - time.monotonic()
+        if ctx.abort is not None and ctx.abort.is_set():
+            out.append(f"{name}: not summarised (the turn was stopped)")
+        elif left <= 0:
+            out.append(f"{name}: not summarised (this call's {CALL_S:g} s went to values that did not answer)")
+        else:
+            out.append(_summary(shell, name, min(ANSWER_S, left), ctx.abort))
     return "\n".join(out) + note
+
+
+def _summary(shell: Any, name: str, wait: float, abort: threading.Event | None) -> str:
+    """``name``'s summary, made on a worker thread and waited for ``wait`` seconds at most (or until ``abort``):
+    a value whose repr blocks stalls nothing but its own line."""
+    answer: list[str] = []
+
+    def work() -> None:
+        try:
+            answer.append(_one(shell, name))
+        except BaseException as exc:  # the user's code on another thread: whatever it raises is its line's text
+            answer.append(f"{name}: summary failed ({type(exc).__name__}: {exc})")
+
+    worker = threading.Thread(target=work, name=f"shiro-inspect-{name}", daemon=True)
+    worker.start()
+    until = time.monotonic() + wait
+    while worker.is_alive() and (left := until - time.monotonic()) > 0:
+        worker.join(min(left, 0.1))
+        if abort is not None and abort.is_set():
+            break
+    if answer:
+        return answer[0]
+    return f"{name}: its repr did not answer within {round(wait, 1):g} s"
+
+
+def _one(shell: Any, name: str) -> str:
+    try:
+        obj = _lookup(shell, name)
+    except LookupError as exc:
+        return f"{name}: not found ({exc})"
+    return describe(name, obj)
 
 
 TOOLS = [

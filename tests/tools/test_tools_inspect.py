@@ -126,3 +126,26 @@ def test_through_the_registry(ctx):
     assert run_tool(all_tools(), ToolCallPart("c", "inspect", "{}"), ToolContext(root=ctx.root)).output.startswith(
         "Error: no IPython shell"
     )
+
+
+def test_a_repr_that_blocks_is_named_and_the_others_are_still_shown(ctx, shell, monkeypatch):
+    import threading
+
+    from shiro_kernel.tools import inspect_tool
+
+    monkeypatch.setattr(inspect_tool, "ANSWER_S", 0.3)
+    release = threading.Event()
+
+    class Stuck:
+        def __repr__(self) -> str:
+            release.wait(30)
+            return "Stuck()"
+
+    shell.user_ns["stuck"] = Stuck()
+    shell.user_ns["n"] = 41
+    try:
+        text = inspect(ctx, ["stuck", "n"])
+    finally:
+        release.set()
+    assert "stuck: its repr did not answer within 0.3 s" in text
+    assert "n: int" in text and "41" in text
