@@ -17,7 +17,8 @@ through three harnesses side by side in one run — the same llama-server, the s
   ``benchmarks/.peer-venv-smolagents`` or ``$SHIRO_BENCH_SMOLAGENTS_VENV``), ``OpenAIServerModel`` on the same
   server, its local executor with the task's folder as working directory, pandas, numpy, scipy, sklearn and
   matplotlib authorised, its defaults otherwise but ``stream_outputs=True`` (so its time to first token is
-  measured as the others', on a stream; it streams what it would otherwise get whole).
+  measured as the others', on a stream; it streams what it would otherwise get whole) and ``max_steps`` set to the
+  baseline's cap (its default, 20, is over the time limit here: a step is ~45 s of prefill of its long prompt).
 
 Every harness gets the same prompt (:func:`prompt_of`: DABench's question, constraints and answer format, and the
 file's name) and the same wall limit per task (:data:`TASK_LIMIT_S`, shiro's own headless limit). The kernels have
@@ -589,7 +590,7 @@ def said(step, agent=None):  # each step as it ends, on stderr: what a run stopp
         print("@@STEP " + json.dumps({"n": step.step_number, "code": bool(getattr(step, "code_action", None)),
               "error": error, "output": str(getattr(step, "model_output", "") or "")[:300]}), file=sys.stderr, flush=True)
 agent = CodeAgent(tools=[], model=model, additional_authorized_imports=cfg["imports"], executor_type="local",
-                  stream_outputs=True, verbosity_level=0, step_callbacks=[said])
+                  stream_outputs=True, verbosity_level=0, step_callbacks=[said], max_steps=cfg["max_steps"])
 started = time.monotonic()
 try:
     result = agent.run(cfg["prompt"], return_full_result=True)
@@ -611,6 +612,7 @@ def smol_python() -> Path:
 def run_smolagents(task: Task, folder: Path, base_url: str, out: Outcome) -> None:
     """smolagents' CodeAgent in its own venv's process, the task's folder its working directory."""
     cfg = {"model": MODEL_ALIAS, "base_url": base_url, "imports": SMOL_IMPORTS, "prompt": prompt_of(task)}
+    cfg["max_steps"] = BASELINE_STEPS
     env = kernel_env(folder.parent / f".home-{folder.name}")
     env.pop("PYTHONPATH", None)
     started = time.monotonic()
@@ -756,7 +758,11 @@ def main() -> None:
     parser.add_argument(
         "--stop-after", type=float, help="minutes after which no new (harness, task) is started (the rest: not run)"
     )
+    parser.add_argument("--table", type=Path, help="print the table of a results JSON this script wrote, and stop")
     args = parser.parse_args()
+    if args.table:
+        print(table_of(json.loads(args.table.read_text(encoding="utf-8")), args.data.resolve()))
+        return
     harnesses = [h.strip() for h in args.harness.split(",") if h.strip()]
     if any(h not in HARNESSES for h in harnesses):
         raise SystemExit(f"--harness: one or more of {', '.join(HARNESSES)}")
@@ -793,47 +799,70 @@ def main() -> None:
         "baseline_steps": BASELINE_STEPS,
         "smolagents": _peervenv.version_of(smol_python(), "smolagents") if "smolagents" in harnesses else None,
         "cpu_count": os.cpu_count(),
+        "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                 text=True).stdout.strip(),
+        "uncommitted_files": len(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "-uno"],
+                                                capture_output=True, text=True).stdout.splitlines()),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     try:
+        # shiro and the baseline interleaved task by task, then smolagents (minutes a task) as time allows
+        passes = [[h for h in harnesses if h != "smolagents"], [h for h in harnesses if h == "smolagents"]]
+        order = [(task, harness) for group in passes for task in tasks for harness in group]
         with Recorder(upstream) as recorder:
-            for task in tasks:
-                for harness in harnesses:
-                    if args.stop_after is not None and time.monotonic() - began > args.stop_after * 60:
-                        continue
-                    out = Outcome(harness, task.id)
-                    recorder.label = f"{harness}:{task.id}"
-                    folder = task_folder(task, data, harness, work)
-                    log(f"#{task.id} {harness}: started")
-                    try:
-                        RUNNERS[harness](task, folder, recorder.base_url, out)
-                    except Exception as exc:  # a harness that broke: said in its row, the run goes on
-                        out.error = f"{type(exc).__name__}: {exc}"[:600]
-                    measure(out, recorder.of(recorder.label))
-                    out.correct = grade(out.answer, labels[task.id])
-                    results.append(out)
-                    log(
-                        f"#{task.id} {harness}: {'correct' if out.correct else 'wrong'}, {out.tool_calls} tool calls, "
-                        f"{out.requests} requests, {out.wall_s:.0f} s{', error: ' + out.error if out.error else ''}; "
-                        f"answer: {out.answer[-200:]!r}"
-                    )
-                    out_path.write_text(
-                        json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1),
-                        encoding="utf-8",
-                    )
+            for task, harness in order:
+                if args.stop_after is not None and time.monotonic() - began > args.stop_after * 60:
+                    continue
+                out = Outcome(harness, task.id)
+                recorder.label = f"{harness}:{task.id}"
+                folder = task_folder(task, data, harness, work)
+                log(f"#{task.id} {harness}: started")
+                try:
+                    RUNNERS[harness](task, folder, recorder.base_url, out)
+                except Exception as exc:  # a harness that broke: said in its row, the run goes on
+                    out.error = f"{type(exc).__name__}: {exc}"[:600]
+                measure(out, recorder.of(recorder.label))
+                out.correct = grade(out.answer, labels[task.id])
+                results.append(out)
+                log(
+                    f"#{task.id} {harness}: {'correct' if out.correct else 'wrong'}, {out.tool_calls} tool calls, "
+                    f"{out.requests} requests, {out.wall_s:.0f} s{', error: ' + out.error if out.error else ''}; "
+                    f"answer: {out.answer[-200:]!r}"
+                )
+                out_path.write_text(
+                    json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1),
+                    encoding="utf-8",
+                )
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
-    text = summary(results, harnesses, tasks)
+    meta["minutes"] = round((time.monotonic() - began) / 60, 1)
+    meta["harnesses"], meta["tasks"] = harnesses, [t.id for t in tasks]
+    saved = {"meta": meta, "results": [asdict(r) for r in results]}
+    out_path.write_text(json.dumps(saved, indent=1), encoding="utf-8")
+    print(table_of(saved, data))
+
+
+def table_of(saved: dict[str, Any], data: Path) -> str:
+    """The table and its notes, from what :func:`main` saved."""
+    meta = saved["meta"]
+    results = [Outcome(**r) for r in saved["results"]]
+    harnesses = meta.get("harnesses") or list(dict.fromkeys(r.harness for r in results))
+    ids = meta.get("tasks") or sorted({r.task for r in results})
+    tasks = load_tasks(data, ids)
     notes = [
         "",
-        f"One run, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores shared: {len(tasks)} DABench dev tasks "
-        f"(InfiAgent-DABench, CC BY-NC 4.0), model {args.model} on {server_args}.",
-        f"Per task a wall limit of {TASK_LIMIT_S:g} s for every harness; the baseline stops at {BASELINE_STEPS} requests.",
-        f"(this run: {(time.monotonic() - began) / 60:.0f} min; results: {out_path.relative_to(ROOT) if out_path.is_relative_to(ROOT) else out_path})",
+        f"One run ({meta['date']}, {meta['cpu_count']} cores shared with other work; shiro at commit {meta['commit']}"
+        f" with {meta['uncommitted_files']} files changed in the tree): {len(tasks)} InfiAgent-DABench dev tasks "
+        f"(CC BY-NC 4.0), model {meta['model']} on `{meta['server']}`.",
+        f"Every harness: the same prompt, {meta['task_limit_s']:g} s per task at most; the baseline and smolagents "
+        f"stop at {meta['baseline_steps']} model calls; smolagents {meta.get('smolagents') or '-'}, run after the "
+        "others, on the tasks time allowed.",
     ]
-    print(text + "\n".join(["", *notes[1:]]))
+    if "minutes" in meta:
+        notes.append(f"(this run: {meta['minutes']:.0f} min)")
+    return summary(results, harnesses, tasks) + "\n".join(notes)
 
 
 if __name__ == "__main__":

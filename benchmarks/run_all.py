@@ -30,12 +30,16 @@ SUITES = [
     ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
     ("Beside jupyter-ai-magics", "bench_peer.py"),
     ("Undo's checkpoints beside Kishu's", "bench_undo.py"),
+    ("Answers on DABench tasks: shiro, a code-first loop and smolagents on llama-server", "bench_answers.py"),
 ]
+#: suites that take longer than the default 15 minutes (bench_answers: 20 tasks × 3 harnesses on a real model)
+TIMEOUTS = {"bench_answers.py": 4 * 3600}
 
 
 def run(script: str) -> str:
     env = {**os.environ, "SHIRO_HOME": tempfile.mkdtemp(), "IPYTHONDIR": tempfile.mkdtemp()}
-    out = subprocess.run([sys.executable, str(HERE / script)], env=env, capture_output=True, text=True, timeout=900)
+    limit = TIMEOUTS.get(script, 900)
+    out = subprocess.run([sys.executable, str(HERE / script)], env=env, capture_output=True, text=True, timeout=limit)
     if out.returncode != 0:
         return f"(failed: {out.stderr.strip().splitlines()[-1] if out.stderr.strip() else out.returncode})"
     return out.stdout.strip()
