@@ -205,6 +205,7 @@ class Agent:
             api_explicit=c.api_chosen,
             vision=c.vision,
             max_output_tokens=c.max_output_tokens,
+            text_calls=c.text_calls,
         )
 
     def threshold(self) -> int:

@@ -174,6 +174,14 @@ class Shiro(Configurable):
         "looking at it) does not end the turn: the model is told once and computes them, or says they were not "
         "computed. True, False, or 'auto' — on when requests are lean (Shiro.request).",
     ).tag(config=True)
+    text_calls = Union(
+        [Enum(["auto"]), Bool()],
+        default_value="auto",
+        help="Run a tool call the model wrote as text instead of the API's tool_calls — only when its whole answer is "
+        "the call (a <tool_call> block, a fenced JSON {name, arguments} object, a lone ```python block), never a call "
+        "quoted among other text or in its reasoning: True, False, or 'auto' — for a server on this machine or your "
+        "network (a local engine), never a hosted API. Such a call asks for approval like any other.",
+    ).tag(config=True)
     mcp_servers = Dict(
         help="MCP servers whose tools the agent may use, like .mcp.json's mcpServers (the trait wins on a name "
         "clash): {NAME: {'command', 'args', 'env'} | {'url', 'headers'}}; ${VAR} is read from the environment."

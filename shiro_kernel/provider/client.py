@@ -129,6 +129,9 @@ class ProviderSettings:
     vision: str | bool = "auto"
     #: ``Shiro.max_output_tokens``: the most tokens one answer may have (None: the server's own limit)
     max_output_tokens: int | None = None
+    #: ``Shiro.text_calls``: read a call the model wrote as its whole answer's text (:mod:`.textcalls`): True, False,
+    #: or "auto" — for a server on this machine or the user's network (a local engine), never a hosted API
+    text_calls: str | bool = "auto"
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -550,7 +553,8 @@ class Provider:
                     yield ReasoningDelta(part.text)
                 elif isinstance(part, TextPart) and part.text:
                     yield TextDelta(part.text)
-        called = textcalls.extract(message, (t["name"] for t in tools)) if tools else None
+        reads = self.profile.local if self.settings.text_calls == "auto" else bool(self.settings.text_calls)
+        called = textcalls.extract(message, (t["name"] for t in tools), code_blocks=True) if tools and reads else None
         if called is not None:
             message = called
             if self.profile.learned_text_calls():

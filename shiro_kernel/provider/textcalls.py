@@ -1,12 +1,26 @@
-"""Tool calls a server left in the text: recognised and made calls.
+"""Tool calls a server left in the text: recognised and made calls — only in the form a model writes as its action.
 
 A local model asks for a tool the way its chat template taught it — Qwen's and Hermes's write
 ``<tool_call>{"name": "python", "arguments": {"code": "…"}}</tool_call>`` — and the server's parser is meant to
-turn that into the API's ``tool_calls``. When the parser misses it (vLLM with a reasoning parser, Ollama and
-llama.cpp without their tool templates), the call stays in the text or the reasoning, ``tool_calls`` comes back
-empty, and an agent that reads only ``tool_calls`` silently stops. :func:`extract` finds such blocks in an
-answer that has no calls and makes them calls — only for a tool the request offered, only from a well-formed
-JSON object — so they go through the same approval as any call.
+turn that into the API's ``tool_calls``. When the parser misses it (llama.cpp's server with Qwen2.5-Coder, measured:
+the model writes the call as a fenced JSON block; vLLM with a reasoning parser; Ollama without its tool template),
+``tool_calls`` comes back empty, and an agent that reads only ``tool_calls`` silently stops.
+
+But text is also where a model *quotes*: a data file holding ``<tool_call>…</tool_call>`` shown back in a fence,
+a page's example, a reasoning summary the user never sees. A call taken from there would run code no model chose
+to call. So :func:`extract` takes a call from the text only when the visible answer (its text parts; never its
+reasoning) **is** the call and nothing else:
+
+* one or more ``<tool_call>{…}</tool_call>`` blocks (the last may be left open at the end token);
+* one fenced block (```` ```json ````, ```` ``` ````, ```` ```tool_call ````) holding a ``{"name", "arguments"}``
+  object, or that object bare;
+* with ``code_blocks``, one ```` ```python ```` block: a ``python`` call with that code (a small model asked to run
+  code writes it so).
+
+A call is made only for a tool the request offered and from well-formed JSON; it carries ``meta["fromText"]``,
+so its approval question and its row say it was read from the model's text, and it goes through the same
+approval as any call. Whether a server's text is read at all is the provider's decision (``Shiro.text_calls``:
+a local engine's, by default; never a server whose API returns parsed calls, such as api.openai.com).
 
 Pure functions over the transcript's types: no network, no ``openai``.
 """
@@ -18,51 +32,53 @@ import re
 import secrets
 from collections.abc import Iterable
 
-from ..transcript import Message, Part, ReasoningPart, TextPart, ToolCallPart
+from ..transcript import Message, Part, TextPart, ToolCallPart
 
-#: a ``<tool_call>`` block (Qwen, Hermes); the last one may be left open when the model stopped at its end token
+#: ``<tool_call>`` blocks (Qwen, Hermes) and nothing else; the last may be left open when the model stopped
+_BLOCKS = re.compile(r"\s*(?:<tool_call>\s*\{.*?\}\s*(?:</tool_call>|$)\s*)+", re.S)
 _BLOCK = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.S)
+#: one fenced block and nothing around it: its language and its body
+_FENCE = re.compile(r"\s*```([A-Za-z_]*)[ \t]*\n(.*?)\n?```\s*", re.S)
+_JSON_FENCES = ("", "json", "tool_call", "tool_code")
+_CODE_FENCES = ("python", "py", "python3", "ipython")
 
 
-def extract(message: Message, names: Iterable[str]) -> Message | None:
-    """``message`` with the tool calls written in its text or reasoning as calls (and taken out of the text),
-    or None when it has calls already or none written as text. ``names``: the tools the request offered."""
+def extract(message: Message, names: Iterable[str], *, code_blocks: bool = False) -> Message | None:
+    """``message`` with the call its text is (see the module) made a call and the text taken out, or None when it
+    has calls already or its text is not a call. ``names``: the tools the request offered; ``code_blocks``: a lone
+    ```` ```python ```` block is a ``python`` call."""
     if message.tool_calls():
         return None
     offered = set(names)
-    calls: list[ToolCallPart] = []
-    parts: list[Part] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            text, found = _calls_in(part.text, offered)
-            calls += found
-            if text.strip() or not found:
-                parts.append(TextPart(text.strip() if found else text, part.item_id, dict(part.meta)))
-        elif isinstance(part, ReasoningPart):
-            found = [c for s in part.summary for c in _calls_in(s, offered)[1]]
-            calls += found
-            parts.append(part)
-        else:
-            parts.append(part)
+    text = "".join(p.text for p in message.parts if isinstance(p, TextPart))
+    calls = _action(text, offered, code_blocks)
     if not calls:
         return None
-    return Message("assistant", [*parts, *calls])
+    kept: list[Part] = [p for p in message.parts if not isinstance(p, TextPart)]
+    return Message("assistant", [*kept, *calls])
 
 
-def _calls_in(text: str, offered: set[str]) -> tuple[str, list[ToolCallPart]]:
-    """The text without its well-formed call blocks, and those calls."""
-    if "<tool_call>" not in text:
-        return text, []
-    calls: list[ToolCallPart] = []
-
-    def take(match: re.Match[str]) -> str:
-        call = _call(match.group(1), offered)
-        if call is None:
-            return match.group(0)  # not a call of ours: the text stays as the model wrote it
-        calls.append(call)
-        return ""
-
-    return _BLOCK.sub(take, text), calls
+def _action(text: str, offered: set[str], code_blocks: bool) -> list[ToolCallPart]:
+    """The calls ``text`` is, whole; [] when it is anything else (a call quoted in prose is not a call)."""
+    if not text.strip():
+        return []
+    if _BLOCKS.fullmatch(text):
+        calls = [_call(m.group(1), offered) for m in _BLOCK.finditer(text)]
+        return [c for c in calls if c is not None] if all(calls) else []
+    fence = _FENCE.fullmatch(text)
+    if fence is not None and "```" not in fence.group(2):
+        language, body = fence.group(1).lower(), fence.group(2)
+        if language in _JSON_FENCES:
+            call = _call(body.strip(), offered)
+            return [call] if call is not None else []
+        if code_blocks and language in _CODE_FENCES and "python" in offered and body.strip():
+            return [_made("python", json.dumps({"code": body}, ensure_ascii=False))]
+        return []
+    stripped = text.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        call = _call(stripped, offered)
+        return [call] if call is not None else []
+    return []
 
 
 def _call(raw: str, offered: set[str]) -> ToolCallPart | None:
@@ -83,15 +99,19 @@ def _call(raw: str, offered: set[str]) -> ToolCallPart | None:
         text = json.dumps(arguments, ensure_ascii=False)
     else:
         return None
-    return ToolCallPart(f"call_{secrets.token_hex(12)}", str(data["name"]), text, meta={"fromText": True})
+    return _made(str(data["name"]), text)
+
+
+def _made(name: str, arguments: str) -> ToolCallPart:
+    return ToolCallPart(f"call_{secrets.token_hex(12)}", name, arguments, meta={"fromText": True})
 
 
 def notice(model: str, host: str) -> str:
     """Said once per server, the first time."""
     return (
-        f"{model} at {host} wrote its tool call as text (<tool_call>…</tool_call>) instead of the API's tool_calls "
-        "(the server's tool parser or chat template missed it): shiro runs such calls as calls, asking as for any "
-        "call."
+        f"{model} at {host} wrote its tool call as text instead of the API's tool_calls (the server's tool parser "
+        "or chat template missed it): shiro runs an answer that is only such a call as a call, asking as for any "
+        "call; a call quoted among other text never runs."
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..transcript import ToolCallPart
+from .render import FROM_TEXT
 
 if TYPE_CHECKING:
     from ..tools.base import Preview
@@ -60,7 +61,13 @@ def _diff(path: str, old: str, new: str) -> str:
 
 def preview(call: ToolCallPart, root: Path) -> tuple[str, str]:
     """``(title, HTML)`` of what approving ``call`` would do: what its tool says the user reads
-    (``Tool.preview``), highlighted; a tool that says nothing (an MCP server's) shows its arguments."""
+    (``Tool.preview``), highlighted; a tool that says nothing (an MCP server's) shows its arguments. A call read
+    from the model's text says so in its title."""
+    title, body = _preview(call, root)
+    return (f"{title} {FROM_TEXT}" if call.meta.get("fromText") else title), body
+
+
+def _preview(call: ToolCallPart, root: Path) -> tuple[str, str]:
     try:
         args: dict[str, Any] = call.parsed_arguments()
     except ValueError:

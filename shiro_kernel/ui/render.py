@@ -133,6 +133,10 @@ class TurnLog:
         return {row.call_id: f"call {i} ({row.name})" for i, row in enumerate(rows, 1)}
 
 
+#: a call read from the model's text (:mod:`~shiro_kernel.provider.textcalls`), as its row and question say it
+FROM_TEXT = "(read from the model's text)"
+
+
 def _entry(event: ToolStart | Notice | BudgetReached) -> ToolRow | Notice:
     """The log's entry for an event that ends a block of text (:func:`~shiro_kernel.numbers.answer.ends_block`):
     a tool row, the notice, or the budget's line as a notice."""
@@ -141,7 +145,7 @@ def _entry(event: ToolStart | Notice | BudgetReached) -> ToolRow | Notice:
         return ToolRow(
             call.call_id,
             call.name,
-            short_args(call.arguments),
+            (FROM_TEXT + " " if call.meta.get("fromText") else "") + short_args(call.arguments),
             code=full_args(call.arguments),
             started=time.monotonic(),
         )

@@ -167,7 +167,11 @@ def test_a_parsed_tool_call_from_llama_server_round_trips(llama_server: LlamaSer
         assert [m["tool_call_id"] for m in history if m["role"] == "tool"] == [wired["id"]]
         the_usage_sent(answer, chat_answer(second)[2], chat=True)
     record = recorded(tmp_path, [*messages, answer.message])
-    assert [c["callId"] for c in parts(record, "tool_call")] == [wired["id"]]
+    # the server's call is kept with its id; the model's next answer may be one more call, written as its whole
+    # text (the 0.5B often answers so) and read from it (textcalls: meta fromText, an id of shiro's own)
+    calls = parts(record, "tool_call")
+    assert calls[0]["callId"] == wired["id"]
+    assert all(c.get("meta", {}).get("fromText") for c in calls[1:])
     assert [r["callId"] for r in parts(record, "tool_result")] == [wired["id"]]
 
 
