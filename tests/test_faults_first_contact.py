@@ -52,7 +52,8 @@ def test_a_prompt_with_a_lone_surrogate_is_escaped_once_and_the_session_keeps_wo
     assert out.count("not valid text") == 1  # one notice, with the prompt as it was sent
     assert "the prompt sent is: summarize caf\\xe9.csv" in out
     sent = fake_openai.requests[0].body["input"]
-    assert sent[-1]["content"] == "summarize caf\\xe9.csv"  # to the model: the escaped name
+    prompts = [i["content"] for i in sent if i.get("role") == "user"]
+    assert prompts == ["summarize caf\\xe9.csv"]  # to the model: the escaped name (the workspace note after it)
     told = [i["output"] for i in fake_openai.requests[1].body["input"] if i.get("type") == "function_call_output"]
     assert told == ["caf\\xe9.csv"]  # the tool's output, escaped the same way
     (saved,) = _records(home).values()  # to disk: strict UTF-8, the same text
@@ -70,7 +71,9 @@ def test_a_prompt_with_a_lone_surrogate_is_escaped_once_and_the_session_keeps_wo
         out, result = _run(shiro_shell, source)
         failed += result.error_in_exec is not None or "Traceback" in out or "could not save" in out
     assert failed == 0
-    assert [r.body["input"][-1]["content"] for r in fake_openai.requests[2:]] == [
+    assert [
+        [i for i in r.body["input"] if i.get("role") == "user"][-1]["content"] for r in fake_openai.requests[2:]
+    ] == [
         "and again caf\\xe9.csv",
         "once more caf\\xe9.csv",
     ]

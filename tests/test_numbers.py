@@ -563,6 +563,9 @@ ON_PURPOSE: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[str]]] = {
         [("python", {"code": "sales = [1200, 1400]\nsum(sales) / len(sales)"})],
         ["16.4 %"],
     ),
+    # test_turn_verify.py: a small local model's guess, sent back once by the answer check (numbers.verify)
+    "The mean fare is 16.58.": ([], ["16.58"]),
+    "Still 16.58, I did not compute it.": ([], ["16.58"]),
 }
 
 
