@@ -606,7 +606,9 @@ print("@@RESULT " + json.dumps(done), flush=True)
 
 
 def smol_python() -> Path:
-    return _peervenv.peer_python(SMOL_VENV, SMOL_REQUIREMENTS, "smolagents, openai, pandas, scipy, sklearn", "smolagents")
+    return _peervenv.peer_python(
+        SMOL_VENV, SMOL_REQUIREMENTS, "smolagents, openai, pandas, scipy, sklearn", "smolagents"
+    )
 
 
 def run_smolagents(task: Task, folder: Path, base_url: str, out: Outcome) -> None:
@@ -717,19 +719,26 @@ def summary(results: list[Outcome], harnesses: list[str], tasks: list[Task]) -> 
     row("wall per task (median, range)", lambda rs: spread([r.wall_s for r in rs], " s"))
     row("wall, all tasks", lambda rs: fmt(sum(r.wall_s for r in rs) / 60, " min", 1))
     row("harness errors", lambda rs: str(sum(1 for r in rs if r.error)))
-    row("sampling fields sent", lambda rs: ", ".join(sorted({k for r in rs for s in r.sampling_sent for k in s})) or "none")
+    row(
+        "sampling fields sent",
+        lambda rs: ", ".join(sorted({k for r in rs for s in r.sampling_sent for k in s})) or "none",
+    )
     if "shiro" in harnesses:
         shiro = [r for r in results if r.harness == "shiro" and not r.error]
         unfound = sum(1 for r in shiro if r.detail.get("unfound_numbers"))
         share = f"{unfound} of {len(shiro)}" + (f" ({100 * unfound / len(shiro):.0f} %)" if shiro else "")
-        rows.append(["turns ending with a number no output showed", *(share if h == "shiro" else "" for h in harnesses)])
+        rows.append(
+            ["turns ending with a number no output showed", *(share if h == "shiro" else "" for h in harnesses)]
+        )
     per_task = ["", "per task (✓ correct, ✗ wrong, ! harness error; tool calls):"]
     for task in tasks:
         cells = []
         for h in harnesses:
             r = next((r for r in results if r.harness == h and r.task == task.id), None)
             cells.append(
-                "   -   " if r is None else f"{'!' if r.error else '✓' if r.correct else '✗'} {r.tool_calls:>2} {r.wall_s:4.0f}s"
+                "   -   "
+                if r is None
+                else f"{'!' if r.error else '✓' if r.correct else '✗'} {r.tool_calls:>2} {r.wall_s:4.0f}s"
             )
         per_task.append(f"  #{task.id:<4} " + "  ".join(f"{h}: {c}" for h, c in zip(harnesses, cells)))
     return table(("measure", *harnesses), rows, per_task)
@@ -799,10 +808,14 @@ def main() -> None:
         "baseline_steps": BASELINE_STEPS,
         "smolagents": _peervenv.version_of(smol_python(), "smolagents") if "smolagents" in harnesses else None,
         "cpu_count": os.cpu_count(),
-        "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                 text=True).stdout.strip(),
-        "uncommitted_files": len(subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "-uno"],
-                                                capture_output=True, text=True).stdout.splitlines()),
+        "commit": subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip(),
+        "uncommitted_files": len(
+            subprocess.run(
+                ["git", "-C", str(ROOT), "status", "--porcelain", "-uno"], capture_output=True, text=True
+            ).stdout.splitlines()
+        ),
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }
     try:
