@@ -7,7 +7,8 @@ on and off, taking the step back and whether the value is as it was.
 **Ours.** Each case runs in fresh processes, one at a time (the machine's memory is shared), once with undo off and
 once on: an IPython shell builds the data, then the step's code runs as the ``python`` tool runs it
 (``run_python``); with undo on, ``undo.checkpoints.take`` (the names its syntax tree touches, ``Journal.names``,
-``snapshot.keep``) runs right before it, and ``Journal.take_back`` after. Memory is the process's RSS (``/proc``),
+``snapshot.keep``) runs right before it, ``Journal.leave`` (what the step left, so that undo keeps the user's later
+changes) right after it, and ``Journal.take_back`` after that; the checkpoint's column counts both. Memory is the process's RSS (``/proc``),
 not tracemalloc: the data lives in numpy's buffers and pandas' blocks, and the user's kernel pays in RSS; tracemalloc
 would also slow the dict case's million small objects. Under copy-on-write a pandas checkpoint costs nothing when it
 is taken and its copy appears when the step writes, so the extra memory is RSS after the step with undo on minus
@@ -304,6 +305,8 @@ def ours_child(key: str, undo: bool) -> dict[str, Any]:
     out["peak"] = helpers["_bench_peak"]() - rss0
     out["extra"] = helpers["_bench_rss"]() - rss0
     out["changed"] = helpers["_bench_fingerprint"](ns[case.name]) != fp0
+    if undo and step is not None:  # what the step left (Journal.leave), recorded right after it ran: median of 5
+        out["left"] = statistics.median(_timed(journal.leave, step, ns)[0] for _ in range(5))
     if undo:
         took, report = _timed(journal.take_back, journal.last_turn(), ns)
         out["undo"] = took
@@ -487,7 +490,7 @@ def ours_row(case: Case, off: list[dict[str, Any]], on: list[dict[str, Any]], go
     if why:
         goals.append(f"- {case.title}: {why}")
         return f"| {case.title} | {why} |" + " |" * 7
-    checkpoint = median_of(on, "checkpoint")
+    checkpoint = median_of(on, "checkpoint") + (median_of(on, "left") if all("left" in r for r in on) else 0.0)
     step_off, step_on = median_of(off, "step"), median_of(on, "step")
     extra = median_of(on, "extra") - median_of(off, "extra")
     ratio = (checkpoint + step_on) / step_off

@@ -411,9 +411,16 @@ class Agent:
     def _undo_said(self) -> list[Notice]:
         return [Notice(text, kind="warning") for text in self.undo.said()]
 
-    def undo_back(self, call_id: str | None = None, on_main: Callable[[Callable[[], str]], str] | None = None) -> str:
+    def undo_back(
+        self,
+        call_id: str | None = None,
+        on_main: Callable[[Callable[[], str]], str] | None = None,
+        *,
+        force: bool = False,
+    ) -> str:
         """``/undo``: the last turn's steps taken back, newest first; with ``call_id``, that step and every one after
-        it. What was restored and what could not be, in words; refused while a turn runs.
+        it. Only what is still as the steps left it; what the user changed since is kept and named, unless
+        ``force`` (``/undo --force``). What was restored, kept and could not be, in words; refused while a turn runs.
 
         ``on_main``: called off the kernel's thread (an Undo button, :meth:`~shiro_kernel.ui.live.LiveController.
         take_back`), the accepted cell changes are reverted from here, where the front end's answers can arrive
@@ -421,7 +428,7 @@ class Agent:
         thread through ``on_main``. On the kernel's thread a live notebook's cells cannot be reverted (said)."""
         if self.turning:
             return UNDO_WHILE_TURNING
-        steps = self.undo.last_turn() if call_id is None else self.undo.since(call_id)
+        steps = self.undo.last_turn(force) if call_id is None else self.undo.since(call_id)
         if not steps:
             return self._nothing_to_undo(call_id)
         live = self.live
@@ -433,7 +440,10 @@ class Agent:
 
         def back() -> str:
             ns = self._user_ns()
-            return self.undo.take_back(steps, ns if ns is not None else {}, revert).text()
+            again = "%shiro /undo" + (f" {call_id}" if call_id else "") + " --force"
+            return self.undo.take_back(
+                steps, ns if ns is not None else {}, revert, force=force, force_command=again
+            ).text()
 
         return on_main(back) if on_main is not None else back()
 

@@ -108,7 +108,16 @@ def _rebuild(agent: Agent, arg: str) -> str:
 
 
 def _undo(agent: Agent, arg: str) -> str:
-    return agent.undo_back(arg.strip() or None)
+    call_id, force = undo_args(arg)
+    return agent.undo_back(call_id, force=force)
+
+
+def undo_args(arg: str) -> tuple[str | None, bool]:
+    """``/undo``'s arguments: the call id (None: the last turn) and whether ``--force`` was given."""
+    words = arg.split()
+    force = "--force" in words
+    rest = [w for w in words if w != "--force"]
+    return (rest[0] if rest else None), force
 
 
 def _undoable(agent: Agent, arg: str) -> str:
@@ -192,9 +201,9 @@ COMMANDS: dict[str, Command] = {
     "/rebuild": Command(_rebuild, "/rebuild", "re-run the recorded code of variables a kernel restart lost"),
     "/undo": Command(
         _undo,
-        "/undo [CALL_ID]",
+        "/undo [CALL_ID] [--force]",
         "take back the last turn's steps (variables, files, cells), newest first; with a call id, that step and "
-        "every one after it",
+        "every one after it; what you changed after a step is kept (--force takes it back anyway)",
     ),
     "/undoable": Command(_undoable, "/undoable", "the steps that can be taken back now (JSON, for the front end)"),
     "/history": Command(_history, "/history", "this project's prompt history"),

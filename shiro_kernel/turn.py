@@ -452,9 +452,13 @@ class Turn:
         tool = self.tools.get(call.name)
 
         def job() -> ToolResultPart:
-            if self.options.checkpoint is not None:  # what the call may change, kept where and just before it runs
-                self.options.checkpoint(call, tool, ctx)
-            return run_tool(self.tools, call, ctx)
+            if self.options.checkpoint is None:
+                return run_tool(self.tools, call, ctx)
+            done = self.options.checkpoint(call, tool, ctx)  # what the call may change, kept where and just before
+            try:
+                return run_tool(self.tools, call, ctx)
+            finally:
+                done()  # what it left, for undo to tell the user's later changes from its own
 
         on_kernel = tool is None or tool.kernel_thread
         return self.options.runner(job) if self.options.runner and on_kernel else job()

@@ -168,10 +168,11 @@ def rebuild(
     tools: dict[str, Tool],
     approval: str,
     ctx: ToolContext,
-    checkpoint: Callable[[ToolCallPart, Tool | None, ToolContext], None] | None = None,
+    checkpoint: Callable[[ToolCallPart, Tool | None, ToolContext], Callable[[], None]] | None = None,
 ) -> tuple[str, dict[str, str]]:
     """``/rebuild``: re-run the recorded code that made the lost variables, in order and each block once,
-    through the ``python`` tool under the approval rules of a turn (``checkpoint``: undo's, before each block).
+    through the ``python`` tool under the approval rules of a turn (``checkpoint``: undo's, before each block; what it
+    gives back is called after the block ran).
     Returns the text to show and the variables still missing afterwards (name -> code)."""
     from ..approval import ASK, DENY, decide, refusal  # the turn's own rule and refusal texts
 
@@ -189,9 +190,12 @@ def rebuild(
     failures: list[str] = []
     for number, code in enumerate(blocks, 1):
         call = ToolCallPart(f"rebuild_{number}", "python", json.dumps({"code": code}))
-        if checkpoint is not None:
-            checkpoint(call, tools.get("python"), ctx)
-        result = run_tool(tools, call, ctx)
+        done = checkpoint(call, tools.get("python"), ctx) if checkpoint is not None else None
+        try:
+            result = run_tool(tools, call, ctx)
+        finally:
+            if done is not None:
+                done()
         if result.is_error:
             failures.append(f"block {number}: {first_line(result.output, 160)}")
     still = {n: lost[n] for n in lost if n not in namespace}

@@ -142,9 +142,12 @@ def run_plan(
         on_event(ToolStart(call))
         started = time.perf_counter()
         try:
-            if checkpoint is not None:  # undo's: what the call may change, kept before it runs
-                checkpoint(call, tools.get("python"), ctx)
-            part = run_tool(tools, call, ctx)
+            done = checkpoint(call, tools.get("python"), ctx) if checkpoint is not None else None  # undo's
+            try:
+                part = run_tool(tools, call, ctx)
+            finally:
+                if done is not None:
+                    done()
         except KeyboardInterrupt:
             seconds = time.perf_counter() - started
             part = ToolResultPart(call.call_id, "python", INTERRUPTED.format(seconds=seconds), is_error=True)

@@ -410,10 +410,10 @@ class LiveController:
         """A row's Undo: that step and every one after it; the report under the row."""
         self.take_back(call_id, functools.partial(view.undo_report, call_id))
 
-    def take_back(self, call_id: str | None, show: Callable[[str], None]) -> None:
+    def take_back(self, call_id: str | None, show: Callable[[str], None], force: bool = False) -> None:
         """Take steps back (:meth:`~shiro_kernel.agent.Agent.undo_back`: the last turn's, or ``call_id``'s and every
-        one after it) on a worker thread, so that the front end's answers to the cell reverts can reach the kernel;
-        names and files are put back on the kernel's thread. ``show`` gets the report there, then every view's
+        one after it; what the user changed since kept unless ``force``) on a worker thread, so that the front end's
+        answers to the cell reverts can reach the kernel; names and files are put back on the kernel's thread. ``show`` gets the report there, then every view's
         buttons follow. Refused in one sentence, at once, while a turn runs or waits or another undo runs."""
         if self.busy:
             show(UNDO_BUSY if self.undoing is not None else UNDO_WHILE_TURN)
@@ -421,7 +421,7 @@ class LiveController:
 
         def work() -> None:
             try:
-                text = self.agent.undo_back(call_id, on_main=self._run_on_kernel)
+                text = self.agent.undo_back(call_id, on_main=self._run_on_kernel, force=force)
             except BaseException as exc:  # never into the kernel: the report says what failed
                 text = f"undo failed: {type(exc).__name__}: {exc}"
             self.inbox.post(functools.partial(self._undone, text, show))
@@ -460,7 +460,8 @@ class LiveController:
             self.publish(command_bundle(text), parent, display_id)
 
         if name.lower() == "/undo":
-            self.take_back(arg.strip() or None, show)
+            call_id, force = commands.undo_args(arg)
+            self.take_back(call_id, show, force)
         else:
             self._after_undo.append(lambda: show(commands.run(self.agent, line)))
 

@@ -1,5 +1,7 @@
 """The checkpoint a call needs, from its tool's declared effects (:class:`~shiro_kernel.tools.base.Effect`) and
-nothing else: :func:`take`, called right before the call runs, where it runs.
+nothing else: :func:`take`, called right before the call runs, where it runs; the function it gives back is called
+right after the call ran, to record what the step left (:meth:`~.journal.Journal.leave`: undo later puts back only
+what is still as the step left it).
 
 * ``NAMESPACE``: the names the code its tool says it runs may change (:attr:`~shiro_kernel.tools.base.Tool.touches`:
   ``python``'s ``code``, ``notebook_run``'s cells as the agent last read them; IPython's syntax turned into Python
@@ -24,24 +26,43 @@ from ..transcript import ToolCallPart
 from .journal import Journal, Step
 from .names import Touched, touched
 
+#: called right after the call ran (whatever its end): records what it left; never raises
+Done = Callable[[], None]
 #: keeps what a call is about to change, for undo: the call, its tool (None: unknown), its context; never raises
-Checkpointer = Callable[[ToolCallPart, "Tool | None", ToolContext], None]
+Checkpointer = Callable[[ToolCallPart, "Tool | None", ToolContext], Done]
 
 #: why a step of a tool that does not say (an MCP server's, one not known here) cannot be taken back
 OUTSIDE = "{name} changes something outside the kernel that cannot be taken back"
 
 
 def checkpointer(journal: Journal, turn_id: str) -> Checkpointer:
-    """The checkpointer of one turn: :func:`take` for each call, into ``journal``; a checkpoint that fails costs
-    the call nothing (its step is then not undoable, and the failure goes to the kernel's log)."""
+    """The checkpointer of one turn: :func:`take` for each call, into ``journal``, and what it gives back records
+    what the step left; a checkpoint that fails costs the call nothing (its step is then not undoable, and the
+    failure goes to the kernel's log)."""
 
-    def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> None:
+    def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> Done:
         try:
-            take(journal, turn_id, call, tool, ctx)
+            step = take(journal, turn_id, call, tool, ctx)
         except Exception:
             traceback.print_exc(file=sys.__stderr__)
+            return _nothing
+        if step is None or not (step.names or step.files):
+            return _nothing
+
+        def done() -> None:
+            try:
+                ns = getattr(ctx.shell, "user_ns", None)
+                journal.leave(step, ns if isinstance(ns, dict) else {})
+            except Exception:
+                traceback.print_exc(file=sys.__stderr__)
+
+        return done
 
     return checkpoint
+
+
+def _nothing() -> None:
+    return None
 
 
 def take(journal: Journal, turn_id: str, call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> Step | None:
@@ -98,4 +119,4 @@ def _paths(said: Touches, ctx: ToolContext) -> list[Any]:
     return paths
 
 
-__all__ = ["OUTSIDE", "Checkpointer", "checkpointer", "code_touches", "python_touches", "take"]
+__all__ = ["OUTSIDE", "Checkpointer", "Done", "checkpointer", "code_touches", "python_touches", "take"]

@@ -10,9 +10,16 @@ tool's declared effects change the namespace or files (:class:`~shiro_kernel.too
   not undoable;
 * ``REVIEW`` (the cell tools): the accepted change is taken back through the front end (one undo step each).
 
+Right after the call ran, :meth:`Journal.leave` records **what the step left** (:mod:`.left`: a cheap trace of each
+name it may have changed, a hash of each file it wrote).
+
 **Taking back** (:meth:`Journal.take_back`) goes newest first: names bound again to their checkpoints, names the
-steps created deleted, files rewritten or removed, cell changes reverted; it says exactly what it restored and
-what it could not, naming each. The model is told on its next request (:meth:`Journal.note`).
+steps created deleted, files rewritten or removed, cell changes reverted — but only what is still as the steps left
+it. What the user changed since (a column added, a value rebound, a name deleted, a file appended to) is **kept**
+and named, and stays in its step for ``/undo --force``, which takes it back anyway. A file that cannot be written
+back (a full disk) leaves no temporary file and keeps its checkpoint, so ``/undo`` can be run again. One object bound
+to several names is kept once and comes back as one object under each. It says exactly what it restored, what it
+kept and what it could not, naming each. The model is told on its next request (:meth:`Journal.note`).
 
 The journal lives in the kernel's memory only — never on disk, never sent — bounded by ``Shiro.undo_max_mb``
 (the oldest turn's checkpoints are dropped first, and that is said); a kernel restart drops it.
@@ -27,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .left import Gone, Left, file_print, trace
 from .names import Touched
 from .snapshot import Absent, Kept, NotKept, Saved, keep
 
@@ -42,6 +50,12 @@ class Step:
     names: dict[str, Saved] = field(default_factory=dict)
     #: each file the call writes: its bytes before, or None when it did not exist
     files: dict[str, bytes | None] = field(default_factory=dict)
+    #: what the call left of each name (recorded right after it ran; missing: not recorded, restored as before)
+    left: dict[str, Left] = field(default_factory=dict)
+    #: the hash of each file as the call left it (None: it left no such file)
+    files_left: dict[str, bytes | None] = field(default_factory=dict)
+    #: the names and files an undo kept for the user (changed after the step): held for ``/undo --force``
+    kept: set[str] = field(default_factory=set)
     #: why the step cannot be taken back ('' when it can): it changed the world outside the kernel
     outside: str = ""
     #: why the call may have changed names the checkpoint could not see ('' when none)
@@ -63,11 +77,22 @@ class Report:
     files: list[str] = field(default_factory=list)
     cells: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)
+    #: what was kept because the user changed it after the steps: 'df (changed after this step)'
+    kept: list[str] = field(default_factory=list)
+    #: the command that takes what was kept back anyway
+    force: str = "%shiro /undo --force"
+    #: a file could not be written back: its checkpoint is kept for another /undo
+    again: bool = False
 
     def text(self) -> str:
         if not self.steps:
             return "nothing to undo"
-        lines = [f"undid {self.steps} step{'s' if self.steps != 1 else ''}, newest first"]
+        did = self.restored or self.removed or self.files or self.cells
+        steps = f"{self.steps} step{'s' if self.steps != 1 else ''}"
+        if did or not self.kept:
+            lines = [f"undid {steps}, newest first"]
+        else:
+            lines = [f"undid nothing of {steps}: what they changed was changed again after them"]
         if self.restored:
             lines.append("restored: " + ", ".join(self.restored))
         if self.removed:
@@ -76,8 +101,13 @@ class Report:
             lines.append("files: " + ", ".join(self.files))
         if self.cells:
             lines.append("cells: " + ", ".join(self.cells))
+        if self.kept:
+            them = "them" if len(self.kept) > 1 else "it"
+            lines.append(f"kept yours: {', '.join(self.kept)}; {self.force} to take {them} back anyway")
         if self.not_restored:
             lines.append("could not restore: " + "; ".join(self.not_restored))
+        if self.again:
+            lines.append("the checkpoint of what could not be restored is kept: run %shiro /undo again once it can be")
         return "\n".join(lines)
 
 
@@ -103,13 +133,17 @@ class Journal:
     def names(self, turn_id: str, call_id: str, tool: str, touched: Touched, ns: Mapping[str, Any]) -> Step:
         """The checkpoint of a step that may change ``touched``'s names of ``ns``."""
         step = Step(turn_id, call_id, tool, unseen=touched.unseen)
-        for name in sorted(touched.names):
+        once: dict[int, Saved] = {}  # one object under several names: kept once, back as one object under each
+        for name in sorted(touched.names | _aliases(touched, ns)):
             if name not in ns:
                 step.names[name] = Absent()
                 continue
             value = ns[name]
             if name in touched.called and _module(value):
                 continue  # a module called (np.add(…)): its binding does not change, and its state is not ours
+            if id(value) in once:
+                step.names[name] = once[id(value)]
+                continue
             saved = keep(value, self.budget)
             if isinstance(saved, NotKept) and saved.why.startswith("a module") and name not in touched.called:
                 saved = Kept(value, "reference", 0)  # rebound (import … as): the binding is restored
@@ -118,10 +152,27 @@ class Journal:
                     f"{saved.nbytes / 1_000_000:,.0f} MB: with this turn's other checkpoints, over "
                     f"Shiro.undo_max_mb ({self.limit_mb():,.0f} MB)"
                 )
-            step.names[name] = saved
+            step.names[name] = once[id(value)] = saved
             step.nbytes += saved.nbytes if isinstance(saved, Kept) else 0
         self._add(step)
         return step
+
+    def leave(self, step: Step, ns: Mapping[str, Any]) -> None:
+        """Record what ``step``'s call left (right after it ran): a trace of each name it may have changed that
+        undo could put back, a hash of each file it wrote."""
+        once: dict[int, Left] = {}
+        for name, saved in step.names.items():
+            if isinstance(saved, NotKept):
+                continue  # never put back: nothing to compare
+            if name not in ns:
+                step.left[name] = Gone()
+                continue
+            value = ns[name]
+            if id(value) not in once:
+                once[id(value)] = trace(value)
+            step.left[name] = once[id(value)]
+        for path in step.files:
+            step.files_left[path] = file_print(Path(path))
 
     def files(self, turn_id: str, call_id: str, tool: str, paths: Iterable[Path]) -> Step:
         """The checkpoint of a step that writes ``paths``: their bytes before, or their absence."""
@@ -185,10 +236,11 @@ class Journal:
         return out
 
     # -- which steps -----------------------------------------------------------------------------------
-    def last_turn(self) -> list[Step]:
-        """The steps of the newest turn not yet undone, newest first."""
+    def last_turn(self, force: bool = False) -> list[Step]:
+        """The steps of the newest turn with something left to take back, newest first: a step an undo has not
+        reached, or one whose file could not be written back; with ``force``, also what an undo kept for the user."""
         with self._lock:
-            live = [s for s in self.steps if not s.undone]
+            live = [s for s in self.steps if not s.undone and (force or _pending(s))]
         if not live:
             return []
         turn = live[-1].turn_id
@@ -202,39 +254,82 @@ class Journal:
         return None if index is None else list(reversed(live[index:]))
 
     def undoable(self) -> list[str]:
-        """The calls whose steps can be taken back now (their checkpoints are held)."""
+        """The calls whose steps can be taken back now (their checkpoints are held, and an undo has not kept all
+        that is left of them for the user)."""
         with self._lock:
-            return [s.call_id for s in self.steps if not s.undone]
+            return [s.call_id for s in self.steps if not s.undone and _pending(s)]
 
     # -- taking back -----------------------------------------------------------------------------------
-    def take_back(self, steps: list[Step], ns: dict[str, Any], revert_cells: CellReverter | None = None) -> Report:
-        """Take ``steps`` back, newest first (see the module); what was done, naming each thing."""
-        report = Report(steps=len(steps))
-        restored: dict[str, Saved] = {}
-        files: dict[str, str] = {}
-        for step in steps:  # newest first: the oldest checkpoint of a name or file wins (the state before them all)
-            restored.update(step.names)
-            for path, data in step.files.items():
-                files[path] = _restore_file(Path(path), data)
+    def take_back(
+        self,
+        steps: list[Step],
+        ns: dict[str, Any],
+        revert_cells: CellReverter | None = None,
+        *,
+        force: bool = False,
+        force_command: str = "%shiro /undo --force",
+    ) -> Report:
+        """Take ``steps`` back, newest first (see the module): only what is still as they left it, unless ``force``;
+        what was done, naming each thing."""
+        report = Report(steps=len(steps), force=force_command)
+        before: dict[str, Saved] = {}
+        left: dict[str, Left] = {}
+        files: dict[str, bytes | None] = {}
+        files_left: dict[str, bytes | None] = {}
+        for step in steps:  # newest first: the oldest checkpoint wins (the state before them all), the newest's left
+            before.update(step.names)
+            files.update(step.files)
+            for name in step.names:
+                if name not in left and name in step.left:
+                    left[name] = step.left[name]
+            for path in step.files:
+                if path not in files_left and path in step.files_left:
+                    files_left[path] = step.files_left[path]
             if step.outside:
                 report.not_restored.append(f"{step.tool} ({step.call_id}): {step.outside}")
             if step.unseen:
                 report.not_restored.append(f"names {step.tool} may have changed unseen ({step.unseen})")
-            step.undone = True
-        report.files.extend(files.values())
-        for name in sorted(restored):
-            saved = restored[name]
+        kept: set[str] = set()  # names and files the user changed after the steps: they stay, for --force
+        failed: set[str] = set()  # files that could not be written back: they stay, for another /undo
+        for path in sorted(files, key=lambda p: Path(p).name):
+            changed = None if force or path not in files_left else _file_changed(Path(path), files_left[path])
+            if changed:
+                report.kept.append(f"{Path(path).name} ({changed})")
+                kept.add(path)
+                continue
+            said, ok = _restore_file(Path(path), files[path])
+            report.files.append(said)
+            if not ok:
+                failed.add(path)
+                report.again = True
+        for name in sorted(before):
+            saved = before[name]
+            if isinstance(saved, NotKept):
+                report.not_restored.append(f"{name} ({saved.why})")
+                continue
+            changed = None if force or name not in left else _name_changed(left[name], ns, name)
+            if changed:
+                report.kept.append(f"{name} ({changed})")
+                kept.add(name)
+                continue
             if isinstance(saved, Absent):
                 if name in ns:
                     del ns[name]
                     report.removed.append(name)
-            elif isinstance(saved, Kept):
+            else:
                 ns[name] = saved.value
                 report.restored.append(name)
-            else:
-                report.not_restored.append(f"{name} ({saved.why})")
-        for step in steps:  # what they held is bound again or written back: nothing more to keep
-            step.names, step.files, step.nbytes = {}, {}, 0
+        held = kept | failed
+        for step in steps:  # what was put back is theirs no more; what was kept stays, for --force or another undo
+            step.names = {n: v for n, v in step.names.items() if n in held}
+            step.left = {n: v for n, v in step.left.items() if n in held}
+            step.files = {p: d for p, d in step.files.items() if p in held}
+            step.files_left = {p: d for p, d in step.files_left.items() if p in held}
+            step.kept = {k for k in kept if k in step.names or k in step.files}
+            step.undone = not step.names and not step.files
+            step.nbytes = sum(v.nbytes for v in step.names.values() if isinstance(v, Kept)) + sum(
+                len(d or b"") for d in step.files.values()
+            )
         cell_calls = [s.call_id for s in steps if s.cells]
         if cell_calls:
             if revert_cells is None:
@@ -257,19 +352,74 @@ class Journal:
         )
 
 
-def _restore_file(path: Path, data: bytes | None) -> str:
+def _restore_file(path: Path, data: bytes | None) -> tuple[str, bool]:
+    """Put ``path`` back as ``data`` (None: remove it), atomically; what was done, and whether it was. A write that
+    fails leaves the file as it was and no temporary file behind."""
+    tmp = path.with_name(f".{path.name}.undo")
     try:
         if data is None:
             if path.exists():
                 os.unlink(path)
-                return f"{path.name} removed (the steps made it)"
-            return f"{path.name} (already gone)"
-        tmp = path.with_name(f".{path.name}.undo")
+                return f"{path.name} removed (the steps made it)", True
+            return f"{path.name} (already gone)", True
         tmp.write_bytes(data)
         os.replace(tmp, path)
-        return f"{path.name} restored"
+        return f"{path.name} restored", True
     except OSError as exc:
-        return f"{path.name} could not be restored ({exc.strerror or exc})"
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return f"{path.name} could not be restored ({exc.strerror or exc})", False
+
+
+def _name_changed(left: Left, ns: Mapping[str, Any], name: str) -> str | None:
+    """How ``name`` changed after the step left it, in words; None while it is as the step left it."""
+    if left.still(ns, name):
+        return None
+    if name not in ns:
+        return "deleted after this step"
+    if isinstance(left, Gone):
+        return "made again after this step"
+    return "changed after this step"
+
+
+def _file_changed(path: Path, left: bytes | None) -> str | None:
+    now = file_print(path)
+    if now == left:
+        return None
+    if now is None:
+        return "deleted after this step"
+    if left is None:
+        return "made again after this step"
+    return "changed after this step"
+
+
+def _pending(step: Step) -> bool:
+    """Whether an undo has something of ``step`` to take back without --force: not reached yet, or a file it could
+    not write back."""
+    return not step.kept or any(k not in step.kept for k in (*step.names, *step.files))
+
+
+def _aliases(touched: Touched, ns: Mapping[str, Any]) -> set[str]:
+    """The other names bound to an object a touched name holds (``same = df``): a change in place reaches them too,
+    so they are kept with it, as one object (IPython's ``_``-names and its own are left out)."""
+    wanted = {id(ns[n]) for n in touched.names if n in ns and not _immutable_or_module(ns[n])}
+    if not wanted:
+        return set()
+    return {
+        name
+        for name, value in ns.items()
+        if id(value) in wanted and name not in touched.names and not name.startswith("_") and name not in _IPYTHON
+    }
+
+
+#: the names IPython binds in the user's namespace itself
+_IPYTHON = frozenset({"In", "Out", "exit", "quit", "get_ipython"})
+
+
+def _immutable_or_module(value: Any) -> bool:
+    return _module(value) or isinstance(value, (int, float, complex, bool, str, bytes, type(None), tuple, frozenset))
 
 
 def _module(value: Any) -> bool:

@@ -6,26 +6,37 @@
   always; pandas 2 when ``mode.copy_on_write`` is on): the copy shares the data until either side writes, so
   the checkpoint costs about nothing and later only what the step writes (counted against the budget at the
   object's size: what it holds at most). Without copy-on-write they are copied whole.
-* **numpy arrays** are copied.
+* **numpy arrays** (any ``ndarray`` subclass, sized by ``nbytes``) are copied; a memory-mapped one (``np.memmap``,
+  ``np.load(mmap_mode=…)``) is named, not copied: its data is the file's, and a copy in memory would come back
+  detached from it (inside a container it is kept by reference, so the file's array comes back as itself).
 * **Containers** (list, dict, set, deque …) holding only immutable values are copied one level; others deep, with
   the pandas objects inside kept as above (the copy's memo is given their cheap copies first).
 * **What cannot be copied** — a module's state, an open file, a socket, a database connection, a generator, a lock,
   a thread, an object on a GPU — and anything over the size budget (``Shiro.undo_max_mb``) is :class:`NotKept`,
   with the reason, before the call runs.
 
-Sizes are measured without copying (a bounded walk): a container too big is refused before any work.
+Sizes are measured without copying (a bounded walk of items, attributes and ``__slots__``): a container too big is
+refused before any work, and an object the walk cannot see into (no attributes, no slots, of no kind known here: a
+C extension's) is named rather than deep-copied blind.
 """
 
 from __future__ import annotations
 
 import collections
 import copy
+import datetime
+import decimal
+import fractions
 import io
 import itertools
+import mmap
+import pathlib
+import re
 import sqlite3
 import sys
 import threading
 import types
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +44,8 @@ from typing import Any
 #: values nothing can change: kept by reference
 _IMMUTABLE: tuple[type, ...] = (int, float, complex, bool, str, bytes, range, type(None), type(Ellipsis), slice)
 _IMMUTABLE += (types.FunctionType, types.BuiltinFunctionType, type, types.MethodType)
+_IMMUTABLE += (datetime.date, datetime.time, datetime.timedelta, datetime.tzinfo, decimal.Decimal, fractions.Fraction)
+_IMMUTABLE += (uuid.UUID, pathlib.PurePath, re.Pattern)
 #: containers copied by the copy module (one level when their items are immutable)
 _CONTAINERS = (list, dict, set, collections.deque, collections.OrderedDict, collections.defaultdict)
 #: the most objects a deep copy may have to copy: past it, the copy would hold the step up for seconds (a
@@ -73,7 +86,7 @@ def keep(value: Any, budget: int) -> Kept | NotKept:
         return Kept(value, "reference", 0)
     if _is_pandas(value):
         return _keep_pandas(value, budget)
-    if _is_numpy(value):
+    if is_ndarray(value):
         if value.nbytes > budget:
             return NotKept(_over(value.nbytes, budget))
         return Kept(value.copy(), "copy", int(value.nbytes))
@@ -82,9 +95,15 @@ def keep(value: Any, budget: int) -> Kept | NotKept:
         if flat > budget:
             return NotKept(_over(flat, budget))
         return Kept(_copy_flat(value), "copy", flat)
-    size = size_of(value, budget)
+    unseen: list[Any] = []
+    size = size_of(value, budget, unseen)
     if size is None:
         return NotKept(f"over {WALK_LIMIT:,} objects to copy: too many to copy before the step runs")
+    if unseen:
+        return NotKept(
+            f"a {_kind(unseen[0])}{' inside it' if unseen[0] is not value else ''}: what it holds cannot be "
+            "measured, so it is not copied"
+        )
     if size > budget:
         return NotKept(_over(size, budget))
     try:
@@ -97,6 +116,11 @@ def uncopyable(value: Any) -> str:
     """Why ``value`` cannot be kept at all ('' when it can): what it is, in words."""
     if isinstance(value, types.ModuleType):
         return "a module: its attributes are not copied"
+    mapped = memory_map(value)
+    if mapped:
+        return f"a memory-mapped array ({mapped}): its data is the file's, not copied; what the step wrote stays"
+    if isinstance(value, mmap.mmap):
+        return "a memory map: its data is the file's, not copied"
     if isinstance(value, io.IOBase):
         return "an open file"
     if isinstance(value, (sqlite3.Connection, sqlite3.Cursor)):
@@ -116,9 +140,44 @@ def uncopyable(value: Any) -> str:
     return ""
 
 
-def size_of(value: Any, limit: int) -> int | None:
-    """The bytes ``value`` holds, walked without copying (pandas and numpy by their own count); None when the
-    walk passes :data:`WALK_LIMIT` objects (too many to copy in time, so not kept)."""
+def memory_map(value: Any) -> str:
+    """The file of a memory-mapped numpy array (``np.memmap``, or a view of one), in words; '' for any other value."""
+    if not is_ndarray(value):
+        return ""
+    base, hops = value, 0
+    while base is not None and hops < 32:
+        if isinstance(base, mmap.mmap) or type(base).__name__ == "memmap":
+            name = getattr(value, "filename", None) or getattr(base, "filename", None)
+            return f"np.memmap of {pathlib.Path(name).name}" if name else "np.memmap"
+        base, hops = getattr(base, "base", None), hops + 1
+    return ""
+
+
+def is_ndarray(value: Any) -> bool:
+    """A numpy array of any kind (an ``ndarray`` subclass: matrix, recarray, memmap, masked)."""
+    numpy = sys.modules.get("numpy")
+    return numpy is not None and isinstance(value, numpy.ndarray)
+
+
+def slot_values(value: Any) -> list[tuple[str, Any]]:
+    """The ``__slots__`` an object has set, by name (its class's and its bases')."""
+    out: list[tuple[str, Any]] = []
+    for klass in type(value).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot in ("__dict__", "__weakref__"):
+                continue
+            try:
+                out.append((slot, object.__getattribute__(value, slot)))
+            except AttributeError:
+                continue
+    return out
+
+
+def size_of(value: Any, limit: int, unseen: list[Any] | None = None) -> int | None:
+    """The bytes ``value`` holds, walked without copying (pandas and numpy by their own count; attributes and
+    slots); None when the walk passes :data:`WALK_LIMIT` objects (too many to copy in time, so not kept).
+    ``unseen`` gets the objects the walk cannot see into (see the module)."""
     seen: set[int] = set()
     stack = [value]
     total = items = 0
@@ -133,8 +192,10 @@ def size_of(value: Any, limit: int) -> int | None:
             return None
         if _is_pandas(v):
             total += int(_pandas_bytes(v))
-        elif _is_numpy(v):
-            total += int(v.nbytes)
+        elif is_ndarray(v):
+            total += 0 if memory_map(v) else int(v.nbytes)  # a file's array is kept as itself
+        elif (own := _own_size(v)) is not None:  # a tensor, an Arrow table, a polars frame: what it says it holds
+            total += own
         else:
             total += getsizeof(v, 64)
             children: Iterable[Any] = ()
@@ -142,8 +203,14 @@ def size_of(value: Any, limit: int) -> int | None:
                 children = itertools.chain(v.keys(), v.values())
             elif isinstance(v, (list, tuple, set, frozenset, collections.deque)):
                 children = v
-            elif hasattr(v, "__dict__") and not isinstance(v, type):
-                children = (vars(v),)
+            elif _immutable(v) or isinstance(v, (bytearray, memoryview)):
+                pass
+            else:
+                state = getattr(v, "__dict__", None)
+                slots = [x for _, x in slot_values(v)]
+                children = itertools.chain((state,) if isinstance(state, dict) else (), slots)
+                if unseen is not None and not isinstance(state, dict) and not slots and _opaque(v):
+                    unseen.append(v)
             for child in children:  # a number or a string is shared by the copy: counted, not walked
                 if type(child) in scalars:
                     total += getsizeof(child)
@@ -202,8 +269,30 @@ def _is_pandas(value: Any) -> bool:
     return (module == "pandas" or module.startswith("pandas.")) and (name in ("DataFrame", "Series") or "Index" in name)
 
 
-def _is_numpy(value: Any) -> bool:
-    return type(value).__module__ == "numpy" and type(value).__name__ in ("ndarray", "matrix", "recarray")
+def _own_size(value: Any) -> int | None:
+    """The bytes an array-like object of another library says it holds (``nbytes``: torch, cupy, JAX, pyarrow,
+    xarray; ``estimated_size()``: polars), or None."""
+    if isinstance(value, type) or type(value).__module__ == "builtins":
+        return None
+    try:
+        if "nbytes" in dir(type(value)):
+            return int(value.nbytes)
+        if callable(getattr(type(value), "estimated_size", None)):
+            return int(value.estimated_size())
+    except Exception:
+        return None
+    return None
+
+
+def _opaque(value: Any) -> bool:
+    """An object the size walk cannot see into: of a type from no module known here, with no attributes or slots
+    (numpy's scalars and the standard library's types are known)."""
+    module = (type(value).__module__ or "").split(".")[0]
+    return module not in _KNOWN_MODULES and not _is_pandas(value)
+
+
+#: modules whose objects without attributes are plain values (their size is what sys.getsizeof says)
+_KNOWN_MODULES = frozenset({"builtins", "numpy", "array", "collections", "datetime", "decimal", "enum", "functools"})
 
 
 def _immutable(value: Any, depth: int = 0) -> bool:
@@ -241,8 +330,10 @@ def _copy_flat(value: Any) -> Any:
 
 
 def _cheap_memo(value: Any) -> dict[int, Any]:
-    """A deep copy's memo given the cheap copies of the pandas objects inside ``value`` (copy-on-write)."""
-    if not _copy_on_write_available():
+    """A deep copy's memo given the cheap copies of the pandas objects inside ``value`` (copy-on-write) and the
+    memory-mapped arrays as themselves."""
+    cow = _copy_on_write_available()
+    if not cow and "numpy" not in sys.modules:
         return {}
     memo: dict[int, Any] = {}
     stack = [value]
@@ -253,7 +344,10 @@ def _cheap_memo(value: Any) -> dict[int, Any]:
             continue
         seen.add(id(v))
         if _is_pandas(v):
-            memo[id(v)] = v.copy(deep=False)
+            if cow:
+                memo[id(v)] = v.copy(deep=False)
+        elif memory_map(v):  # the file's array comes back as itself, not a detached copy
+            memo[id(v)] = v
         elif isinstance(v, dict):
             stack.extend(v.values())
         elif isinstance(v, (list, tuple, set, frozenset, collections.deque)):
@@ -279,4 +373,15 @@ def _over(size: int, budget: int, *, unknown: bool = False) -> str:
     return f"{size / 1_000_000:,.0f} MB, over Shiro.undo_max_mb ({mb:,.0f} MB)"
 
 
-__all__ = ["Absent", "Kept", "NotKept", "Saved", "keep", "size_of", "uncopyable"]
+__all__ = [
+    "Absent",
+    "Kept",
+    "NotKept",
+    "Saved",
+    "is_ndarray",
+    "keep",
+    "memory_map",
+    "size_of",
+    "slot_values",
+    "uncopyable",
+]

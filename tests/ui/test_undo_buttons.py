@@ -118,6 +118,29 @@ def test_undo_on_the_second_row_leaves_the_first_step_and_its_button(shell, fake
     assert "undid 1 step" in found[write].report.value
 
 
+def test_a_rows_undo_keeps_what_the_user_changed_after_the_steps(shell, fake_openai, tmp_path):
+    """The Undo buttons follow /undo's rule (issue 39 §1): the frame and the file the user changed since are kept
+    and named under the row, with the command that takes them back anyway; no button is left that would do nothing."""
+    view = clean_turn(shell, fake_openai)
+    drop, write = (r.call_id for r in view.tool_rows)
+    run(shell, "df['mine'] = df['a'] * 100")
+    with (tmp_path / "clean.csv").open("a") as fh:
+        fh.write("5.0,7\n")
+    bars(view)[drop].button.click()
+    assert controller_of(shell).wait_idle(20)
+    report = bars(view)[drop].report.value
+    assert "clean.csv (changed after this step), df (changed after this step)" in report, report
+    assert f"%shiro /undo {drop} --force to take them back anyway" in report
+    assert "removed (the steps made them): kept" in report  # what the user left alone is taken back
+    assert list(shell.user_ns["df"].columns) == ["a", "b", "mine"] and (tmp_path / "clean.csv").read_text().endswith(
+        "5.0,7\n"
+    )
+    assert not any(shown(b) for b in bars(view).values())
+    run(shell, f"%shiro /undo {drop} --force")
+    assert controller_of(shell).wait_idle(20)
+    assert len(shell.user_ns["df"]) == 3 and not (tmp_path / "clean.csv").exists()
+
+
 def test_a_typed_undo_takes_the_buttons_away_and_reports_in_its_cell(shell, fake_openai, tmp_path):
     view = clean_turn(shell, fake_openai)
     with capture_output() as cap:
