@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import record
 from kernelutil import Kernel
 
 
@@ -54,6 +55,13 @@ def test_a_column_the_user_added_after_the_step_is_kept_and_force_takes_it_back(
     assert "restored: df" in report and "kept yours" not in report
     assert last(kernel, "print(list(df.columns))") == "['a']"
     assert "nothing more to undo" in kernel.run("%shiro /undo --force")
+    record(
+        "undo after the user added a column to the frame the agent's step changed (real kernel)",
+        1,
+        0,
+        "the user's column kept and named (kept yours: df changed after this step), no Undo button left; "
+        "/undo --force took both columns back",
+    )
 
 
 def test_a_value_the_user_rebound_and_a_name_the_user_deleted_are_kept(kernel, fake_openai):
@@ -66,6 +74,12 @@ def test_a_value_the_user_rebound_and_a_name_the_user_deleted_are_kept(kernel, f
     assert "result (changed after this step)" in report and "x (deleted after this step)" in report
     assert "removed (the steps made them)" not in report
     assert last(kernel, "print(result, 'x' in dir(), rows)") == "USER: 3 hours of compute False [1, 2]"
+    record(
+        "undo after the user rebound a name the step made and deleted one it changed (real kernel)",
+        2,
+        0,
+        "both kept and named (changed / deleted after this step); the list the user left alone restored",
+    )
 
 
 def test_an_in_place_write_by_the_user_is_seen_in_a_frame_and_an_array(kernel, fake_openai):
@@ -101,6 +115,12 @@ def test_files_the_user_appended_to_or_filled_are_kept(kernel, fake_openai, tmp_
 
     assert "data.txt restored" in kernel.run("%shiro /undo --force")
     assert (tmp_path / "data.txt").read_text() == "the user's data\n" and not (tmp_path / "report.md").exists()
+    record(
+        "undo after the user appended to a file the agent wrote and filled one it created (real kernel)",
+        2,
+        0,
+        "both files kept as the user left them and named; the file nobody touched removed; --force took both back",
+    )
 
 
 def test_a_second_undo_keeps_what_the_user_did_between_the_turns(kernel, fake_openai):
@@ -114,6 +134,12 @@ def test_a_second_undo_keeps_what_the_user_did_between_the_turns(kernel, fake_op
     report = kernel.run("%shiro /undo")
     assert "kept yours: df (changed after this step)" in report
     assert last(kernel, "print(list(df.columns))") == "['a', 't1', 'between']"
+    record(
+        "a second undo into the older turn after the user added a column between the turns (real kernel)",
+        1,
+        0,
+        "the newer turn taken back; the older turn's frame kept with the user's column, named",
+    )
 
 
 def test_two_undos_without_the_user_restore_all_and_one_object_comes_back_under_both_names(kernel, fake_openai):
@@ -146,3 +172,10 @@ def test_a_restore_that_fails_keeps_its_checkpoint_and_leaves_no_temporary_file(
     kernel.run("resource.setrlimit(resource.RLIMIT_FSIZE, (_soft, _hard))")
     assert "data.txt restored" in kernel.run("%shiro /undo")
     assert (tmp_path / "data.txt").read_text() == original
+    record(
+        "undo of a 550 kB file whose write-back fails (the kernel's file-size limit at 100 kB)",
+        1,
+        0,
+        "could not be restored (File too large), checkpoint kept and said, no .data.txt.undo left; "
+        "the next /undo restored all 550 kB",
+    )
