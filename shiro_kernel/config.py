@@ -203,7 +203,9 @@ class Shiro(Configurable):
     def api_chosen(self) -> bool:
         """The user chose the API (``%config Shiro.api``, ``ipython_config.py``, ``SHIRO_API``): it is kept even on
         a server that lacks it (the error then says what to set), never switched by shiro."""
-        return bool(getattr(self, "_api_chosen", False)) or environment().api is not None
+        # `%config Shiro.api = "responses"` chooses it even when it is the value it has (no change to observe)
+        configured = "api" in self.config.get(type(self).__name__, {})
+        return bool(getattr(self, "_api_chosen", False)) or configured or environment().api is not None
 
     @default("replay")
     def _replay_default(self) -> str:

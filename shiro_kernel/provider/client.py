@@ -85,7 +85,7 @@ from .failures import (
     status_sentence,
     url_secrets,
 )
-from .profile import Failure, Profiles, ServerProfile
+from .profile import Answer, Failure, Profiles, ServerProfile
 from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
@@ -255,14 +255,12 @@ class Provider:
             left = deadline - time.monotonic()
             attempt = Attempt(number, timeout=s.timeout_s if number == 1 else max(min(s.timeout_s, left), 0.01))
             attempt.streamed = s.stream and not plain and not self.profile.streams_empty
+            attempt.plain_after_empty = plain
             try:
                 if self.api == "chat":
                     yield from self._chat(client, system, messages, tools, abort, attempt, state)
                 else:
                     yield from self._responses(client, system, messages, tools, abort, attempt, state)
-                if plain and not self.profile.streams_empty:  # its stream ended empty, its plain answer came
-                    self.profile.streams_empty = True
-                    yield Notice(STREAMS_EMPTY.format(host=self.host, model=s.model), kind="warning")
                 return
             except (openai.OpenAIError, NotAPI, StreamBroken, ResponseFailed) as exc:
                 failure: Exception = exc
@@ -468,7 +466,7 @@ class Provider:
         attempt.api, attempt.body, attempt.images = "responses", body, images is not None
         if not attempt.streamed:
             data = post_json(client, "/responses", body, attempt)
-            self._kept(data)
+            attempt.stored = _stored(data)
             message, usage = wire.parse_response(data, s.model)
             yield from self._answered(message, usage, attempt, tools)
             return
@@ -484,7 +482,7 @@ class Provider:
             return
         if not parser.complete:
             raise StreamBroken("the stream ended before the response was complete")
-        self._kept(parser.final)
+        attempt.stored = _stored(parser.final)
         message, usage = parser.result()
         yield from self._answered(message, usage, attempt, tools)
 
@@ -557,8 +555,21 @@ class Provider:
         called = textcalls.extract(message, (t["name"] for t in tools), code_blocks=True) if tools and reads else None
         if called is not None:
             message = called
-            if self.profile.learned_text_calls():
-                yield Notice(textcalls.notice(self.settings.model, self.host), kind="warning")
+        sent_usage = bool(usage.input_tokens or usage.output_tokens)
+        said = self.profile.observe(
+            Answer(
+                attempt.api,
+                images=attempt.images,
+                store=attempt.stored,
+                text_calls=called is not None,
+                plain_after_empty=attempt.plain_after_empty,
+                usage=sent_usage,
+            )
+        )
+        if "streams_empty" in said:  # its stream ended empty, its plain answer came
+            yield Notice(STREAMS_EMPTY.format(host=self.host, model=self.settings.model), kind="warning")
+        if "text_calls" in said:
+            yield Notice(textcalls.notice(self.settings.model, self.host), kind="warning")
         usage = self._counted(usage, attempt.body, message)
         yield usage
         yield Done(message, usage, api=attempt.api)
@@ -571,17 +582,15 @@ class Provider:
         from .pricing import cost_usd
 
         if usage.input_tokens or usage.output_tokens:
-            self.profile.usage = True
             return usage
-        self.profile.usage = False
         i, o = _estimate(body), _estimate([part_to_json(p) for p in message.parts])
         return Usage(i, o, cost_usd(self.settings.model, i, o, 0), 0, estimated=True)
 
-    def _kept(self, response: dict[str, Any] | None) -> None:
-        """A Responses answer that says ``"store": true`` shows the server keeps its items: later requests may
-        refer to them by id."""
-        if isinstance(response, dict) and response.get("store") is True and not self.profile.keeps_state:
-            self.profile.learn_keeps_state()
+
+def _stored(response: dict[str, Any] | None) -> bool:
+    """A Responses answer that says ``"store": true``: the server keeps its items (later requests may refer to
+    them by id, :meth:`~.profile.ServerProfile.observe`)."""
+    return isinstance(response, dict) and response.get("store") is True
 
 
 def _estimate(value: Any) -> int:

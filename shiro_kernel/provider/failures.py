@@ -30,6 +30,9 @@ from urllib.parse import parse_qsl, urlsplit
 RESPONSES_ONLY = r"(?i)only supported in v1/responses|not supported in (the )?v1/chat/completions|use the responses api"
 #: the provider no longer holds an item the history refers to by id (a 404 with ``store`` on)
 ITEM_NOT_FOUND = r"(?i)item with id '[^']*' not found"
+#: a Responses server that takes no item references at all (Ollama's: its items are never kept); repaired as a
+#: lost item is, by sending the history inline
+ITEM_REFERENCE_REFUSED = r"(?i)unknown input item type:?\s*\W?item_reference"
 #: the model (or the server) takes no images. Real messages, their servers and statuses: OpenAI 400,
 #: Ollama 400/500, vLLM 400/500, llama.cpp 500, LM Studio 400 (a bare string), OpenRouter 404, and LiteLLM
 #: wrapping any of them; see tests/provider/test_client.py for the verbatim texts. A list of allowed
@@ -179,7 +182,7 @@ def server_message(exc: Any) -> str:
 
 def error_kind(message: str) -> str | None:
     """The repairable failure a server's message names (see :class:`~shiro_kernel.events.Error`)."""
-    if re.search(ITEM_NOT_FOUND, message):
+    if re.search(ITEM_NOT_FOUND, message) or re.search(ITEM_REFERENCE_REFUSED, message):
         return "item_not_found"
     if re.search(IMAGES_UNSUPPORTED, message):
         return "images_unsupported"
@@ -332,6 +335,7 @@ __all__ = [
     "CONTEXT_OVERFLOW",
     "IMAGES_UNSUPPORTED",
     "ITEM_NOT_FOUND",
+    "ITEM_REFERENCE_REFUSED",
     "RESPONSES_ONLY",
     "RETRY_STATUSES",
     "Idle",

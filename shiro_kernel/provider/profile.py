@@ -1,8 +1,10 @@
 """What shiro learns about one server and model: one :class:`ServerProfile` per (base URL, model).
 
 OpenAI's API, a gateway and a dozen local servers all answer "the OpenAI API", each a little differently.
-shiro does not keep a table of them: it learns each one from how it answers, in one place, and the provider's
-one retry loop asks this place what to change after a failed attempt (:meth:`ServerProfile.adapt`):
+shiro does not keep a table of them: it learns each one from how it answers, in one place — the provider's one
+retry loop asks it what to change after a failed attempt (:meth:`ServerProfile.adapt`) and tells it each answer
+that came (:meth:`ServerProfile.observe`), and **a success unlearns what a failure taught** (a Responses answer from
+a server once marked as having no Responses API, images taken by a model once marked as refusing them):
 
 * **which API** — a server with no ``/v1/responses`` (404/405, or a "no such route" page; llama.cpp, most
   gateways) is switched to Chat Completions, unless the user chose the API (``Shiro.api`` / ``SHIRO_API``):
@@ -20,19 +22,26 @@ one retry loop asks this place what to change after a failed attempt (:meth:`Ser
   shiro runs it as a call (:mod:`~shiro_kernel.provider.textcalls`), and says so once per server.
 * **whether it keeps state** — OpenAI's own API (and Azure OpenAI) keep Responses items between calls, and a
   server shows it does when its answer says ``"store": true`` (as OpenAI's do); until then a server gets the
-  history inline, never a reference to an item it may not have kept (Ollama's Responses API keeps nothing).
+  history inline, never a reference to an item it may not have kept (Ollama's Responses API keeps nothing). A
+  server that refuses a reference (``unknown input item type: "item_reference"``, or an item it no longer has while
+  it was not known by its host to keep them) is unlearned for good: the turn resends inline once.
 
 What holds across kernels (the API, the state's place, images, tool calls as text, kept state) is kept in
-``SHIRO_HOME/servers.json`` under the base URL as it may be shown (no credentials, no query); what may change
-when the server restarts (its context window, usage) lives only as long as the provider. A store that cannot
-be written loses nothing but the memory across kernels.
+``SHIRO_HOME/servers.json`` under the base URL as it may be shown (no credentials, no query), each field by its own
+declaration (:data:`SAVED`); a kernel saves only the fields it changed, under the file's lock, so two kernels
+learning at once keep both lessons. A file of another shape (a level that is not an object, a field of another
+type) or one that is not a regular file (a FIFO) is set aside (``servers.json.corrupt-<time>``) and a fresh one
+begun. What may change when the server restarts (its context window, usage) lives only as long as the provider. A
+store that cannot be written loses nothing but the memory across kernels.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -40,7 +49,7 @@ from urllib.parse import urlsplit
 from ..errors import CorruptFile, StoreError
 from ..store import files
 from . import state as placing
-from .failures import RESPONSES_ONLY, error_kind, safe_url
+from .failures import ITEM_REFERENCE_REFUSED, RESPONSES_ONLY, error_kind, safe_url
 
 #: the text of a server that has no such route (FastAPI's ``{"detail": "Not Found"}``, Go's, Express's, OpenAI's
 #: own "Invalid URL", LM Studio's "Unexpected endpoint", a gateway's "no Route matched")
@@ -59,6 +68,41 @@ _USE_COMPLETION_TOKENS = r"(?i)unsupported parameter: 'max_tokens'.*use 'max_com
 ANSWER_ROOM = 0.75
 #: the hosts that keep Responses items between calls (``store``): OpenAI's own, and Azure OpenAI
 _STATEFUL_HOSTS = (r"(^|\.)api\.openai\.com$", r"\.openai\.azure\.com$")
+
+
+@dataclass(frozen=True)
+class Saved:
+    """How a profile field is kept in servers.json: at the server's level or the model's, under ``key``;
+    ``parse`` turns what the file holds into the field's value, raising ``ValueError`` for another shape."""
+
+    level: str  # "server" | "model"
+    key: str
+    parse: Callable[[Any], Any]
+    dump: Callable[[Any], Any] = lambda v: v
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"not true or false: {value!r}")
+    return value
+
+
+def _one_of(*choices: str) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"not one of {', '.join(choices)}: {value!r}")
+        return str(value)
+
+    return parse
+
+
+def _images(value: Any) -> bool | None:
+    return False if _flag(value) is False else None
+
+
+def saved(level: str, key: str, parse: Callable[[Any], Any], dump: Callable[[Any], Any] = lambda v: v) -> Any:
+    """A dataclass field's metadata that keeps it in servers.json (see :class:`Saved`)."""
+    return {"saved": Saved(level, key, parse, dump)}
 
 
 @dataclass(frozen=True)
@@ -108,15 +152,15 @@ class ServerProfile:
 
     base_url: str
     model: str
-    #: the server answered /v1/responses with "no such route" (server-wide)
-    responses_missing: bool = False
+    #: the server answered /v1/responses with "no such route" (server-wide); a Responses answer unlearns it
+    responses_missing: bool = field(default=False, metadata=saved("server", "responsesMissing", _flag))
     #: the model is refused on Chat Completions ("only supported in v1/responses")
-    responses_only: bool = False
-    state_place: str = placing.PLACES[0]
-    #: False once the model refused images; None: not known
-    images: bool | None = None
+    responses_only: bool = field(default=False, metadata=saved("model", "responsesOnly", _flag))
+    state_place: str = field(default=placing.PLACES[0], metadata=saved("model", "statePlace", _one_of(*placing.PLACES)))
+    #: False once the model refused images; None: not known (an answer to images unlearns it)
+    images: bool | None = field(default=None, metadata=saved("model", "images", _images, lambda v: v is not False))
     #: the server wrote tool calls as text at least once (said once per server)
-    text_tool_calls: bool = False
+    text_tool_calls: bool = field(default=False, metadata=saved("server", "textToolCalls", _flag))
     #: False once a response came without usage; None: not known
     usage: bool | None = None
     #: its streams ended empty where a plain answer came (llama-cpp-python's chatml-function-calling refuses to
@@ -128,11 +172,16 @@ class ServerProfile:
     requested: int | None = None
     #: the Chat Completions field of an answer's length: ``max_tokens`` (every server), or
     #: ``max_completion_tokens`` once a model refused the other (OpenAI's reasoning models)
-    max_tokens_field: str = "max_tokens"
+    max_tokens_field: str = field(
+        default="max_tokens", metadata=saved("model", "maxTokensField", _one_of("max_tokens", "max_completion_tokens"))
+    )
     #: the history's estimated tokens that fit the window beside the rest of a request (set by the turn that
     #: pruned to fit it): the pruning threshold from then on
     history_room: int | None = None
-    keeps_state: bool = False
+    #: the server keeps Responses items (its host, or its answers' ``"store": true``): the history may refer to them
+    keeps_state: bool = field(default=False, metadata=saved("server", "keepsState", _flag))
+    #: the server refused a reference to an item: it keeps nothing, whatever its answers say
+    keeps_nothing: bool = field(default=False, metadata=saved("server", "keepsNothing", _flag))
     store: Profiles | None = field(default=None, repr=False, compare=False)
 
     # -- where it is ----------------------------------------------------------------------------------
@@ -164,18 +213,18 @@ class ServerProfile:
             place = placing.next_place(text, self.state_place, state=failure.state)
             if place is not None:
                 self.state_place = place
-                self._save()
+                self._save("state_place")
                 return Adapted(placing.notice(self.model, place))
         if failure.api == "chat" and failure.status in (400, 404) and re.search(RESPONSES_ONLY, text):
             self.responses_only = True
-            self._save()
+            self._save("responses_only")
             return Adapted(
                 f"{self.model} is not served on /v1/chat/completions here; "
                 "switched to the Responses API for the rest of this session."
             )
         if failure.api == "responses" and self.route_missing(failure) and not explicit_api:
             self.responses_missing = True
-            self._save()
+            self._save("responses_missing")
             return Adapted(
                 f"The server at {self.base_url} has no Responses API (POST /v1/responses answered "
                 f"{_what(failure)}): switched to Chat Completions, and remembered for this server "
@@ -188,14 +237,18 @@ class ServerProfile:
             and re.search(_USE_COMPLETION_TOKENS, text)
         ):
             self.max_tokens_field = "max_completion_tokens"
-            self._save()
+            self._save("max_tokens_field")
             return Adapted()  # nothing to say: the same limit under the name this model takes
         if failure.images and vision == "auto" and error_kind(text) == "images_unsupported":
             self.images = False
-            self._save()
+            self._save("images")
             return Adapted(NO_VISION_NOTICE)
         if failure.empty_stream and failure.streamed:
             return Adapted(stream=False)  # the server's own error, if any, comes with a plain answer
+        if failure.api == "responses" and self.keeps_state and self._refuses_references(failure):
+            self.keeps_state, self.keeps_nothing = False, True
+            self._save("keeps_state", "keeps_nothing")
+            return None  # the turn resends its history inline (once), which this server takes
         if error_kind(text) == "context_overflow":
             self.learn_window(f"{text} {failure.body}")
         return None
@@ -234,22 +287,46 @@ class ServerProfile:
         self.context_window = _number(_WINDOW, text)
         self.requested = _number(_REQUESTED, text)
 
-    def learn_keeps_state(self) -> None:
-        """The server's answer said ``"store": true``: it keeps its items, so the history may refer to them."""
-        self.keeps_state = True
-        self._save()
-
-    def learned_text_calls(self) -> bool:
-        """Note that tool calls came as text; True the first time for this server (to say it once)."""
-        if self.text_tool_calls:
+    def _refuses_references(self, failure: Failure) -> bool:
+        """The server took no reference to an item: it says it knows no such input, or (a server not known by
+        its host to keep items) it no longer has one."""
+        if failure.status not in (400, 404, 422):
             return False
-        self.text_tool_calls = True
-        self._save()
-        return True
+        if re.search(ITEM_REFERENCE_REFUSED, f"{failure.message} {failure.body}"):
+            return True
+        return error_kind(failure.message) == "item_not_found" and not keeps_state(self.base_url)
 
-    def _save(self) -> None:
+    # -- what an answer teaches --------------------------------------------------------------------------
+    def observe(self, answer: Answer) -> list[str]:
+        """Learn from an answer that came (see the module): a success unlearns what a failure taught; what to
+        say, once (tool calls read from text, a stream that ended empty)."""
+        said: list[str] = []
+        changed: list[str] = []
+        if answer.api == "responses" and self.responses_missing:
+            self.responses_missing = False  # a proxy's blip taught it: this server has the Responses API
+            changed.append("responses_missing")
+        if answer.images and self.images is False:
+            self.images = None
+            changed.append("images")
+        if answer.store and not self.keeps_state and not self.keeps_nothing:
+            self.keeps_state = True
+            changed.append("keeps_state")
+        if answer.text_calls and not self.text_tool_calls:
+            self.text_tool_calls = True
+            changed.append("text_tool_calls")
+            said.append("text_calls")
+        if answer.plain_after_empty and not self.streams_empty:
+            self.streams_empty = True
+            said.append("streams_empty")
+        if answer.usage is not None:
+            self.usage = answer.usage
+        if changed:
+            self._save(*changed)
+        return said
+
+    def _save(self, *names: str) -> None:
         if self.store is not None:
-            self.store.save(self)
+            self.store.save(self, names)
 
 
 #: said when a model refused images and the step is sent again without them
@@ -287,6 +364,23 @@ def _what(failure: Failure) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What one answer that came shows of the server (:meth:`ServerProfile.observe`)."""
+
+    api: str
+    #: the request carried images, and they were taken
+    images: bool = False
+    #: the answer said ``"store": true`` (a Responses server that keeps its items)
+    store: bool = False
+    #: its tool calls were read from its text
+    text_calls: bool = False
+    #: it was asked without streaming after its stream ended empty, and came
+    plain_after_empty: bool = False
+    #: it carried usage (None: not known here)
+    usage: bool | None = None
+
+
 def keeps_state(base_url: str) -> bool:
     """Whether the server keeps Responses items between calls (``store``), so the history may refer to them."""
     try:
@@ -296,10 +390,14 @@ def keeps_state(base_url: str) -> bool:
     return any(re.search(p, host) for p in _STATEFUL_HOSTS)
 
 
+#: the profile's fields kept in servers.json, by their declarations: field name → how
+SAVED: dict[str, Saved] = {f.name: f.metadata["saved"] for f in fields(ServerProfile) if "saved" in f.metadata}
+
+
 class Profiles:
     """The profiles kept across kernels, in one JSON file (``SHIRO_HOME/servers.json``), read-modify-written
-    under its lock: ``{"servers": {base_url: {"responsesMissing", "textToolCalls", "keepsState", "models": {model:
-    {"responsesOnly", "statePlace", "images", "maxTokensField"}}}}}``."""
+    under its lock: ``{"servers": {base_url: {<server fields>, "models": {model: {<model fields>}}}}}``, the fields
+    as :data:`SAVED` declares them."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -309,58 +407,82 @@ class Profiles:
         shown = safe_url(base_url)
         profile = ServerProfile(shown, model, keeps_state=keeps_state(base_url), store=self)
         server = self._read().get(shown)
-        if not isinstance(server, dict):
+        if server is None:
             return profile
-        profile.responses_missing = server.get("responsesMissing") is True
-        profile.text_tool_calls = server.get("textToolCalls") is True
-        profile.keeps_state = profile.keeps_state or server.get("keepsState") is True
-        kept = (server.get("models") or {}).get(model)
-        if isinstance(kept, dict):
-            profile.responses_only = kept.get("responsesOnly") is True
-            if kept.get("statePlace") in placing.PLACES:
-                profile.state_place = str(kept["statePlace"])
-            profile.images = False if kept.get("images") is False else None
-            if kept.get("maxTokensField") == "max_completion_tokens":
-                profile.max_tokens_field = "max_completion_tokens"
+        model_entry = server.get("models", {}).get(model, {})
+        for name, how in SAVED.items():
+            level = server if how.level == "server" else model_entry
+            if how.key in level:
+                setattr(profile, name, how.parse(level[how.key]))  # checked by _read: it parses
+        profile.keeps_state = (profile.keeps_state or keeps_state(base_url)) and not profile.keeps_nothing
         return profile
 
-    def save(self, profile: ServerProfile) -> None:
-        """Keep what holds across kernels; a home that cannot be written keeps it for this kernel only."""
+    def save(self, profile: ServerProfile, names: tuple[str, ...] | list[str] = ()) -> None:
+        """Keep the fields ``names`` of ``profile`` (none given: all it saves), leaving every other field in the
+        file as another kernel may have just written it; a home that cannot be written keeps it for this kernel
+        only."""
+        chosen = [n for n in (names or SAVED) if n in SAVED]
         try:
             with files.locked(self.path):
                 servers = self._read()
                 server = servers.setdefault(profile.base_url, {})
-                server["responsesMissing"] = profile.responses_missing
-                server["textToolCalls"] = profile.text_tool_calls
-                server["keepsState"] = profile.keeps_state
-                models = server.setdefault("models", {})
-                models[profile.model] = {
-                    "responsesOnly": profile.responses_only,
-                    "statePlace": profile.state_place,
-                    "images": profile.images is not False,
-                    "maxTokensField": profile.max_tokens_field,
-                }
+                model_entry = server.setdefault("models", {}).setdefault(profile.model, {})
+                for name in chosen:
+                    how = SAVED[name]
+                    (server if how.level == "server" else model_entry)[how.key] = how.dump(getattr(profile, name))
                 files.write_json(self.path, {"servers": servers})
         except StoreError:
             pass
 
-    def _read(self) -> dict[str, Any]:
+    def _read(self) -> dict[str, dict[str, Any]]:
+        """The servers the file holds, each level checked (see the module); a file that is not a regular file,
+        cannot be parsed or has another shape is set aside, and nothing is read from it."""
         try:
+            st = self.path.stat()
+        except FileNotFoundError:
+            return {}
+        except OSError:
+            return {}
+        try:
+            if not stat.S_ISREG(st.st_mode):
+                raise CorruptFile(self.path, "not a regular file")
             data = files.read_json(self.path)
-        except CorruptFile:
+            return _checked(data)
+        except (CorruptFile, ValueError):
             try:
                 files.quarantine(self.path)
             except OSError:
                 pass
             return {}
-        servers = data.get("servers") if isinstance(data, dict) else None
-        return {k: v for k, v in servers.items() if isinstance(v, dict)} if isinstance(servers, dict) else {}
+
+
+def _checked(data: Any) -> dict[str, dict[str, Any]]:
+    """servers.json's servers, every level and known field checked; ``ValueError`` for another shape (fields this
+    version does not know are kept as they are)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not isinstance(data.get("servers", {}), dict):
+        raise ValueError("servers.json is not {'servers': {…}}")
+    servers: dict[str, dict[str, Any]] = data.get("servers", {})
+    for url, server in servers.items():
+        if not isinstance(server, dict):
+            raise ValueError(f"{url}: not an object")
+        models = server.get("models", {})
+        if not isinstance(models, dict) or not all(isinstance(m, dict) for m in models.values()):
+            raise ValueError(f"{url}: models is not an object of objects")
+        for how in SAVED.values():
+            for level in [server] if how.level == "server" else list(models.values()):
+                if how.key in level:
+                    how.parse(level[how.key])
+    return servers
 
 
 __all__ = [
     "NO_VISION_NOTICE",
     "ROUTE_MISSING",
+    "SAVED",
     "Adapted",
+    "Answer",
     "Failure",
     "Profiles",
     "ServerProfile",

@@ -44,7 +44,19 @@ class Attempt:
     was shown yet, and what a failure of it needs to be understood: the API and body it sent, whether the
     body carried images, and how many events its stream delivered."""
 
-    __slots__ = ("api", "body", "events", "images", "number", "parser", "shown", "streamed", "timeout")
+    __slots__ = (
+        "api",
+        "body",
+        "events",
+        "images",
+        "number",
+        "parser",
+        "plain_after_empty",
+        "shown",
+        "stored",
+        "streamed",
+        "timeout",
+    )
 
     def __init__(self, number: int, timeout: float) -> None:
         self.number = number
@@ -56,6 +68,10 @@ class Attempt:
         self.images = False
         self.streamed = False
         self.events = 0
+        #: asked without streaming because a stream ended empty
+        self.plain_after_empty = False
+        #: the answer said ``"store": true`` (a Responses server that keeps its items)
+        self.stored = False
 
     def options(self) -> dict[str, Any]:
         """The SDK's request options: this attempt's timeout, no retries of its own."""
