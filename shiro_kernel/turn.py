@@ -59,7 +59,7 @@ from .numbers.verify import Verifier
 from .session import Session
 from .text import cut, encodable
 from .tools import Tool, ToolContext, run_tool
-from .transcript import Message, Part, ToolCallPart, ToolResultPart
+from .transcript import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from .undo.checkpoints import Checkpointer
 
 
@@ -156,6 +156,7 @@ class Turn:
     _sent: list[Message] = field(default_factory=list, init=False, repr=False)  # this step's history on the wire
     _called: bool = field(default=False, init=False, repr=False)  # a call came this turn: the workspace was seen
     _note: str = field(default="", init=False, repr=False)  # the verifier's note, for the next step's state
+    _shown: list[str] = field(default_factory=list, init=False, repr=False)  # the answer's text shown so far
 
     def __post_init__(self) -> None:
         self.on_event = Pipe(self.observers)
@@ -171,6 +172,7 @@ class Turn:
             end = self._run(prompt)
         except KeyboardInterrupt as exc:  # a kernel interrupt (or the turn's time limit) while a tool or the stream ran
             self.abort.set()
+            self._keep_shown()
             self._record_interrupted(exc)
             timed_out = isinstance(exc, TurnTimeout)
             if timed_out:
@@ -178,6 +180,13 @@ class Turn:
             end = TurnEnd("timeout" if timed_out else "aborted", self.usage)
         self.on_event(end)
         return end
+
+    def _keep_shown(self) -> None:
+        """An interrupt while the answer streamed: the text the user saw goes into the record as the model's (so
+        the history never has two user messages in a row, and the model knows what it had said)."""
+        text, self._shown = "".join(self._shown), []
+        if text.strip():
+            self.session.append(Message("assistant", [TextPart(text)]))
 
     def _record_interrupted(self, exc: KeyboardInterrupt) -> None:
         """Keep what an interrupted batch of calls did: finished results as they are, the running call as
@@ -340,7 +349,10 @@ class Turn:
         system, state = self.system, self._state_now()
         self._sent = self.wire_messages()
         event: ProviderEvent | Notice
+        self._shown = []
         for event in self.provider.stream(system, self._sent, specs, self.abort, state=state):
+            if isinstance(event, TextDelta):
+                self._shown.append(event.text)
             if isinstance(event, Done):
                 done = event
             elif isinstance(event, Error):
@@ -351,6 +363,7 @@ class Turn:
                 if isinstance(event, (TextDelta, ReasoningDelta, ToolCallEvent)):
                     shown = True
                 self.on_event(event)
+        self._shown = []  # the answer came whole (or failed with its partial): recorded from here
         if error is not None:
             raise ModelFailed(error, done, shown)
         if done is None:

@@ -124,7 +124,7 @@ class Reply:
 class Fault:
     """A scripted failure, used as a queue item.  Build it with the classmethods."""
 
-    kind: str  # "error" | "cut" | "malformed" | "delay" | "failed"
+    kind: str  # "error" | "cut" | "malformed" | "delay" | "failed" | "stall" | "trickle"
     # named http_status: a field called `status` would be shadowed by the `status()` builder below
     http_status: int = 200
     body: dict[str, Any] | None = None
@@ -202,6 +202,18 @@ class Fault:
         before the first output), an ``error`` event and ``response.failed``, then the stream ends (the shapes
         of vercel-ai's openai-error.1.chunks.txt: an exceeded quota)."""
         return cls("failed", after_events=after_events)
+
+    @classmethod
+    def stall(cls, after_events: int, seconds: float) -> Fault:
+        """A stream of the default reply that stops sending after ``after_events`` events for ``seconds`` (what
+        was sent stays shown: a kernel interrupt lands there), then goes on to its end."""
+        return cls("stall", after_events=after_events, seconds=seconds)
+
+    @classmethod
+    def trickle(cls, seconds: float) -> Fault:
+        """A stream that sends its bytes one at a time, ``seconds`` apart (a server crawling: bytes arrive, a
+        whole event does not within a client's timeout)."""
+        return cls("trickle", seconds=seconds)
 
     @classmethod
     def delay(cls, seconds: float, then: ReplyItem | None = None) -> Fault:
@@ -1137,9 +1149,20 @@ class FakeOpenAI:
             # None = "before the first output": after the 2 preamble events / the chat role chunk.
             preamble = 2 if rec.path == "/v1/responses" else 1
             break_at = fault.after_events if fault.after_events is not None else preamble
+        if fault is not None and fault.kind == "trickle":
+            for frame in frames:
+                for byte in frame.encode():
+                    if self._stopping.wait(fault.seconds):
+                        return
+                    chunk(bytes([byte]))
+            h.wfile.write(b"0\r\n\r\n")
+            h.wfile.flush()
+            return
         for n, frame in enumerate(frames):
             if n == break_at:
                 assert fault is not None
+                if fault.kind == "stall" and self._stopping.wait(fault.seconds):
+                    return
                 if fault.kind == "cut":
                     raise _CutConnection()  # no terminating chunk: an incomplete body, like a dropped stream
                 if fault.kind == "malformed":

@@ -73,12 +73,21 @@ class StreamBroken(Exception):
 
 
 class Idle(StreamBroken):
-    """No event for the attempt's timeout: the server sent only keep-alive comments, or nothing."""
+    """No event for the attempt's timeout: the server sent only keep-alive comments, bytes too slowly to make a
+    whole event (``trickled``: how many), or nothing."""
 
-    def __init__(self, seconds: float, keepalives: bool) -> None:
-        super().__init__(f"no event for {seconds:g} s" + (", only keep-alives" if keepalives else ""))
+    def __init__(self, seconds: float, keepalives: bool, trickled: int = 0) -> None:
+        super().__init__(f"no event for {seconds_text(seconds)} s" + (", only keep-alives" if keepalives else ""))
         self.seconds = seconds
-        self.keepalives = keepalives
+        self.keepalives = keepalives and not trickled
+        self.trickled = trickled
+
+
+def seconds_text(seconds: float) -> str:
+    """Seconds as a person reads them: ``0.5``, ``2.6``, ``30`` (never ``2.56607``)."""
+    if seconds >= 10:
+        return f"{seconds:.0f}"
+    return f"{seconds:.1f}".rstrip("0").rstrip(".") or "0"
 
 
 class StreamError(StreamBroken):
@@ -285,12 +294,16 @@ def broken_sentence(exc: Exception, *, host: str, timeout: float, shown: bool, t
     if isinstance(exc, Idle) and shown:
         return (
             f"The model server at {host} stopped sending in the middle of the answer (nothing for "
-            f"{exc.seconds:g} s); what arrived is kept, run the prompt again to continue."
+            f"{seconds_text(exc.seconds)} s); what arrived is kept, run the prompt again to continue."
         )
     if isinstance(exc, Idle) or timed_out(exc):
-        how = "sent only keep-alives" if isinstance(exc, Idle) and exc.keepalives else "sent nothing"
+        how = "sent nothing"
+        if isinstance(exc, Idle) and exc.trickled:
+            how = f"sent {exc.trickled:,} bytes too slowly to make a whole event"
+        elif isinstance(exc, Idle) and exc.keepalives:
+            how = "sent only keep-alives"
         return (
-            f"The model server at {host} did not answer within {timeout:g} s "
+            f"The model server at {host} did not answer within {seconds_text(timeout)} s "
             f"({how}; {tried}); check the server, or raise %config Shiro.timeout_s."
         )
     if shown:
@@ -351,6 +364,7 @@ __all__ = [
     "redact",
     "retry_after",
     "safe_url",
+    "seconds_text",
     "server_allows_retry",
     "server_message",
     "status_sentence",

@@ -92,18 +92,31 @@ class Watch:
         self.last_event = time.monotonic()
         self.events = 0
         self.head = b""
+        self.since = b""  # what came since the last event (its first 4 kB): keep-alives, or an event crawling in
+        self.trickle = 0  # its length
 
     def chunks(self, source: Iterator[bytes]) -> Iterator[bytes]:
         for chunk in source:
             if len(self.head) < 2048:
                 self.head += chunk[: 2048 - len(self.head)]
+            if len(self.since) < 4096:
+                self.since += chunk[: 4096 - len(self.since)]
+            self.trickle += len(chunk)
             yield chunk  # the decoder hands this chunk's events on before it asks for the next one
             if time.monotonic() - self.last_event > self.timeout:
-                raise Idle(self.timeout, keepalives=True)
+                raise Idle(self.timeout, keepalives=True, trickled=self.crawled())
+
+    def crawled(self) -> int:
+        """The bytes of an event that came since the last whole one (0 when they were only keep-alive comments
+        ``: …`` and blank lines)."""
+        if all(not line.strip() or line.startswith(b":") for line in self.since.splitlines()):
+            return 0
+        return self.trickle
 
     def event(self) -> None:
         self.events += 1
         self.last_event = time.monotonic()
+        self.since, self.trickle = b"", 0
 
 
 def post_json(client: Any, path: str, body: dict[str, Any], attempt: Attempt) -> dict[str, Any]:
@@ -155,7 +168,8 @@ def post_events(
             raise
         except Exception as exc:  # the SDK's stream may raise anything: sorted just below
             if timed_out(exc):
-                raise Idle(attempt.timeout, keepalives=bool(watch.head) and not watch.events) from exc
+                quiet = bool(watch.head) and not watch.events
+                raise Idle(attempt.timeout, keepalives=quiet, trickled=watch.crawled() if quiet else 0) from exc
             raise StreamBroken(str(exc) or type(exc).__name__) from exc
         if not watch.events and watch.head.strip() and not watch.head.lstrip().startswith((b"data", b":", b"event")):
             raise NotAPI(response.status_code, ctype, watch.head)

@@ -7,6 +7,7 @@ its retries (:attr:`Provider.retry_budget_s`)."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -20,7 +21,7 @@ from faultlog import record
 
 from shiro_kernel.events import Done, Error, TextDelta
 from shiro_kernel.provider.client import Provider, ProviderSettings
-from shiro_kernel.provider.failures import IMAGES_UNSUPPORTED, error_kind, redact, safe_url
+from shiro_kernel.provider.failures import IMAGES_UNSUPPORTED, error_kind, redact, safe_url, seconds_text
 from shiro_kernel.transcript import Message
 
 KEY = "sk-client-TEST-key-never-shown-0123456789"
@@ -161,6 +162,24 @@ def test_keepalives_forever_end_within_the_timeout(fake, api):
         0,
         f"ended in {elapsed:.1f} s (retry budget {p.retry_budget_s:.1f} s) with a clean error",
     )
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_a_stream_crawling_a_byte_at_a_time_is_named_as_such_in_rounded_seconds(fake, api):
+    """Issue 39 §7: bytes that never make a whole event are not "only keep-alives", and the seconds are
+    rounded (an attempt's timeout is what the retry budget leaves: 2.56607 s was shown)."""
+    for _ in range(6):
+        fake.enqueue(Fault.trickle(0.05))
+    p = provider(fake.base_url, api=api, timeout_s=0.5, max_retries=5)
+    events, elapsed = call(p)
+    err = error_of(events)
+    assert "bytes too slowly to make a whole event" in err.message and "keep-alives" not in err.message
+    assert not re.search(r"\d\.\d{2,} s", err.message), err.message
+    assert elapsed <= p.retry_budget_s + SLACK
+
+
+def test_seconds_are_shown_rounded():
+    assert [seconds_text(x) for x in (0.5, 2.56607, 0.01, 30.0, 12.4, 1.0)] == ["0.5", "2.6", "0", "30", "12", "1"]
 
 
 def test_a_server_that_sends_nothing_after_the_headers_ends_within_the_timeout(fake):
