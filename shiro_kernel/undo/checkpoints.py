@@ -5,7 +5,7 @@ what is still as the step left it).
 
 * ``NAMESPACE``: the names the code its tool says it runs may change (:attr:`~shiro_kernel.tools.base.Tool.touches`:
   ``python``'s ``code``, ``notebook_run``'s cells as the agent last read them; IPython's syntax turned into Python
-  first);
+  first), and the files its code is seen changing while it runs (:mod:`.writes`);
 * ``FILES``: the files its tool says it writes (inside the project: a path the tool will refuse needs nothing);
 * ``OUTSIDE``: named as not undoable, with the tool's words for why (what it changed is outside the kernel and
   the project's files);
@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..errors import ShiroError
@@ -25,6 +26,7 @@ from ..tools.base import CHANGES, Effect, Tool, ToolContext, Touches
 from ..transcript import ToolCallPart
 from .journal import Journal, Step
 from .names import Touched, touched
+from .writes import watch
 
 #: called right after the call ran (whatever its end): records what it left; never raises
 Done = Callable[[], None]
@@ -43,13 +45,15 @@ def checkpointer(journal: Journal, turn_id: str) -> Checkpointer:
     def checkpoint(call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> Done:
         try:
             step = take(journal, turn_id, call, tool, ctx)
+            stop = _watch_files(journal, step, tool, ctx)
         except Exception:
             traceback.print_exc(file=sys.__stderr__)
             return _nothing
-        if step is None or not (step.names or step.files):
+        if step is None or (stop is _nothing and not (step.names or step.files)):
             return _nothing
 
         def done() -> None:
+            stop()
             try:
                 ns = getattr(ctx.shell, "user_ns", None)
                 journal.leave(step, ns if isinstance(ns, dict) else {})
@@ -63,6 +67,14 @@ def checkpointer(journal: Journal, turn_id: str) -> Checkpointer:
 
 def _nothing() -> None:
     return None
+
+
+def _watch_files(journal: Journal, step: Step | None, tool: Tool | None, ctx: ToolContext) -> Done:
+    """For a step whose code runs in the kernel (``NAMESPACE``): the files it is seen changing, kept just before
+    (:mod:`.writes`); what stops the watch."""
+    if step is None or tool is None or Effect.NAMESPACE not in tool.effects or step.outside:
+        return _nothing
+    return watch(Path(ctx.root), lambda path: journal.keep_file(step, path))
 
 
 def take(journal: Journal, turn_id: str, call: ToolCallPart, tool: Tool | None, ctx: ToolContext) -> Step | None:

@@ -6,6 +6,8 @@ tool's declared effects change the namespace or files (:class:`~shiro_kernel.too
 * ``NAMESPACE`` (``python``, ``notebook_run``, a replayed call, ``/rebuild``): each name the code may rebind,
   delete or change in place (:mod:`.names`) kept as it was (:mod:`.snapshot`), or noted absent;
 * ``FILES`` (``write_file``, ``edit_file``): the previous bytes of the file, or its absence;
+* and for a ``NAMESPACE`` step's code, the files it is seen writing, removing or renaming (:mod:`.writes`), kept
+  the first time, just before it changes them;
 * ``OUTSIDE`` (``shell``, an MCP server's tool, the memory writers): nothing can be kept — the step is named as
   not undoable;
 * ``REVIEW`` (the cell tools): the accepted change is taken back through the front end (one undo step each).
@@ -60,6 +62,8 @@ class Step:
     outside: str = ""
     #: why the call may have changed names the checkpoint could not see ('' when none)
     unseen: str = ""
+    #: files its code changed whose previous bytes could not be kept, each with why
+    files_not_kept: dict[str, str] = field(default_factory=dict)
     #: the call changed the notebook's cells (taken back through the front end)
     cells: bool = False
     #: the extra memory the checkpoint holds, in bytes
@@ -173,6 +177,8 @@ class Journal:
             step.left[name] = once[id(value)]
         for path in step.files:
             step.files_left[path] = file_print(Path(path))
+        if not (step.names or step.files or step.unseen or step.files_not_kept):
+            step.undone = True  # it changed nothing undo could see: no Undo for it
 
     def files(self, turn_id: str, call_id: str, tool: str, paths: Iterable[Path]) -> Step:
         """The checkpoint of a step that writes ``paths``: their bytes before, or their absence."""
@@ -189,6 +195,26 @@ class Journal:
             step.nbytes += len(data or b"")
         self._add(step)
         return step
+
+    def keep_file(self, step: Step, path: Path) -> None:
+        """Keep ``path`` as it is, the first time ``step``'s code is about to change it (:mod:`.writes`): its bytes,
+        or its absence; a file over ``Shiro.undo_max_mb`` is named as not kept."""
+        key = str(path)
+        if key in step.files or key in step.files_not_kept:
+            return
+        try:
+            data: bytes | None = path.read_bytes() if path.is_file() else None
+        except OSError as exc:
+            step.files_not_kept[key] = f"could not be read: {exc.strerror or exc}"
+            return
+        if data is not None and not self._room(step.turn_id, step.nbytes + len(data)):
+            mb = len(data) / 1_000_000
+            step.files_not_kept[key] = (
+                f"its previous {mb:,.0f} MB were over Shiro.undo_max_mb ({self.limit_mb():,.0f} MB)"
+            )
+            return
+        step.files[key] = data
+        step.nbytes += len(data or b"")
 
     def outside(self, turn_id: str, call_id: str, tool: str, why: str) -> Step:
         step = Step(turn_id, call_id, tool, outside=why)
@@ -289,6 +315,8 @@ class Journal:
                 report.not_restored.append(f"{step.tool} ({step.call_id}): {step.outside}")
             if step.unseen:
                 report.not_restored.append(f"names {step.tool} may have changed unseen ({step.unseen})")
+            for path, why in step.files_not_kept.items():
+                report.not_restored.append(f"{Path(path).name}, which {step.tool}'s code changed ({why})")
         kept: set[str] = set()  # names and files the user changed after the steps: they stay, for --force
         failed: set[str] = set()  # files that could not be written back: they stay, for another /undo
         for path in sorted(files, key=lambda p: Path(p).name):
@@ -362,6 +390,7 @@ def _restore_file(path: Path, data: bytes | None) -> tuple[str, bool]:
                 os.unlink(path)
                 return f"{path.name} removed (the steps made it)", True
             return f"{path.name} (already gone)", True
+        path.parent.mkdir(parents=True, exist_ok=True)  # its folder, when the step removed it (shutil.rmtree)
         tmp.write_bytes(data)
         os.replace(tmp, path)
         return f"{path.name} restored", True
