@@ -70,6 +70,19 @@ class Step:
     nbytes: int = 0
     undone: bool = False
 
+    def hold_only(self, held: set[str], kept: set[str]) -> None:
+        """After an undo: keep the checkpoint of only the names and files in ``held`` (``kept``: those the user
+        changed since, for ``--force``); a step that holds nothing more is undone."""
+        self.names = {n: v for n, v in self.names.items() if n in held}
+        self.left = {n: v for n, v in self.left.items() if n in held}
+        self.files = {p: d for p, d in self.files.items() if p in held}
+        self.files_left = {p: d for p, d in self.files_left.items() if p in held}
+        self.kept = {k for k in kept if k in self.names or k in self.files}
+        self.undone = not self.names and not self.files
+        self.nbytes = sum(v.nbytes for v in self.names.values() if isinstance(v, Kept)) + sum(
+            len(d or b"") for d in self.files.values()
+        )
+
 
 @dataclass
 class Report:
@@ -347,17 +360,8 @@ class Journal:
             else:
                 ns[name] = saved.value
                 report.restored.append(name)
-        held = kept | failed
         for step in steps:  # what was put back is theirs no more; what was kept stays, for --force or another undo
-            step.names = {n: v for n, v in step.names.items() if n in held}
-            step.left = {n: v for n, v in step.left.items() if n in held}
-            step.files = {p: d for p, d in step.files.items() if p in held}
-            step.files_left = {p: d for p, d in step.files_left.items() if p in held}
-            step.kept = {k for k in kept if k in step.names or k in step.files}
-            step.undone = not step.names and not step.files
-            step.nbytes = sum(v.nbytes for v in step.names.values() if isinstance(v, Kept)) + sum(
-                len(d or b"") for d in step.files.values()
-            )
+            step.hold_only(kept | failed, kept)
         cell_calls = [s.call_id for s in steps if s.cells]
         if cell_calls:
             if revert_cells is None:
