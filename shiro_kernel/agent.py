@@ -280,9 +280,16 @@ class Agent:
             turn_id=(turn_id := uuid7()),
             checkpoint=self.checkpointer(turn_id),
             specs=offer.specs,
-            workspace=workspace.block(line.prompt, ns, context, hidden),
+            workspace=self._workspace(line.prompt, offer.lean, ns, context, hidden),
             verifier=self._verifier(line.prompt, offer.lean, ns, context, hidden),
         )
+
+    def _workspace(self, prompt: str, lean: bool, ns: Any, ctx: ToolContext, hidden: Any) -> str:
+        """What the model can work on (:func:`~.context.workspace.block`), and for a lean request whose prompt names
+        data, the step to take first (:func:`~.context.workspace.first_step`)."""
+        text = workspace.block(prompt, ns, ctx, hidden)
+        step = workspace.first_step(workspace.named(prompt, ns, ctx, hidden)) if lean else ""
+        return "\n\n".join(t for t in (text, step) if t)
 
     def lean(self, local: bool, model: str) -> bool:
         """Whether this turn's requests are lean (``Shiro.request``, :func:`~.context.offer.lean_for`)."""

@@ -12,7 +12,8 @@ starts, a short block:
   it): its size, and for a delimited text file its columns with a kind read from the first rows, its row count, and
   its first two lines.
 
-It is capped at :data:`CAP_CHARS` and sent after the conversation, so the cached prefix before it is unchanged.
+A lean request (a small local model) gets one more line when the prompt names data: :func:`first_step`. The block
+is capped at :data:`CAP_CHARS` and sent after the conversation, so the cached prefix before it is unchanged.
 Only what ``inspect``/``read_file`` would show goes in; the boundary's redaction applies to it as to everything sent.
 """
 
@@ -216,6 +217,19 @@ def _bytes(size: int) -> str:
         if size >= scale:
             return f"{size / scale:,.1f} {unit}"
     return f"{size} bytes"
+
+
+def first_step(named: list[str]) -> str:
+    """What a lean request's first step is told after the block when the prompt names data (:func:`named`): to
+    compute from it before answering, said as a step to take. A small model asked a question about data answers the
+    question's format line from nothing while the rule is only in the instructions (Qwen2.5-Coder-1.5B, measured:
+    the same rule said here last, as an instruction, and it writes the code); '' when the prompt names no data."""
+    if not named:
+        return ""
+    return (
+        f"Before you answer, call `python` to load {', '.join(named)} and compute what the prompt asks; answer only "
+        "from what the code prints."
+    )
 
 
 def named(

@@ -72,13 +72,27 @@ def test_a_short_schema_keeps_the_types_and_drops_the_prose():
     assert spec["parameters"]["properties"]["a"]["description"] == "y"  # the tool's own schema is not changed
 
 
-def _agent(monkeypatch, fake, tmp_path, model, **settings):
+def _agent(monkeypatch, fake, tmp_path, model, shell=None, **settings):
     from shiro_kernel.agent import Agent
     from shiro_kernel.config import Shiro
 
     monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)  # 127.0.0.1: a server on this machine
     monkeypatch.chdir(tmp_path)
-    return Agent(None, Shiro(model=model, **settings))
+    return Agent(shell, Shiro(model=model, **settings))
+
+
+@pytest.fixture
+def shell(monkeypatch, tmp_path):
+    """A real IPython shell, for the turns whose ``python`` calls must run."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    yield InteractiveShell.instance(config=config)
+    InteractiveShell.clear_instance()
 
 
 def _tool_names(request) -> list[str]:
@@ -126,3 +140,32 @@ def test_shiro_request_full_and_lean_override_auto(monkeypatch, fake_openai, tmp
     _agent(monkeypatch, fake_openai, tmp_path, "gpt-4o-mini", request="lean").ask("hi")
     assert len(_tool_names(fake_openai.requests[0])) == len(all_tools())
     assert _tool_names(fake_openai.requests[1]) == ["python", NAME]
+
+
+def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch, fake_openai, tmp_path, shell):
+    from fakeopenai import Call, Reply
+
+    (tmp_path / "titanic.csv").write_text("PassengerId,Fare\n1,7.25\n2,71.28\n")
+    fake_openai.small_local_model = True  # calls come as fenced JSON in the text, as Qwen2.5-Coder writes them
+    agent = _agent(monkeypatch, fake_openai, tmp_path, "qwen", shell, approval="auto")
+    fake_openai.enqueue(
+        Reply(
+            tool_calls=[Call("python", {"code": "import pandas as pd; print(pd.read_csv('titanic.csv').Fare.mean())"})]
+        ),
+        Reply(text="The mean Fare is 39.265."),
+    )
+    assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
+    first, second = (json.dumps(r.body["input"]) for r in fake_openai.requests)
+    step = "Before you answer, call `python` to load titanic.csv and compute what the prompt asks"
+    assert step in first
+    assert step not in second and "39.265" in second  # the call ran; the step is not said again
+
+
+def test_a_full_turn_or_a_prompt_without_data_is_not_told_a_first_step(monkeypatch, fake_openai, tmp_path):
+    from fakeopenai import Reply
+
+    (tmp_path / "titanic.csv").write_text("PassengerId,Fare\n1,7.25\n")
+    fake_openai.enqueue(Reply(text="ok"), Reply(text="ok"))
+    _agent(monkeypatch, fake_openai, tmp_path, "gpt-4o-mini").ask("What is the mean Fare in titanic.csv?")
+    _agent(monkeypatch, fake_openai, tmp_path, "qwen").ask("hi")
+    assert all("Before you answer" not in json.dumps(r.body["input"]) for r in fake_openai.requests)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from shiro_kernel.context.workspace import CAP_CHARS, HEADER, block, named, named_files
+from shiro_kernel.context.workspace import CAP_CHARS, HEADER, block, first_step, named, named_files
 from shiro_kernel.tools import ToolContext
 
 
@@ -56,3 +56,10 @@ def test_named_data(tmp_path):
     (tmp_path / "titanic.csv").write_text("a,b\n1,2\n")
     ns = {"df": pd.DataFrame({"a": [1]}), "dfx": pd.DataFrame({"a": [1]}), "n": 3}
     assert named("mean of df.a and titanic.csv and n", ns, ToolContext(root=tmp_path)) == ["titanic.csv", "`df`"]
+
+
+def test_the_first_step_of_a_data_question_is_said_as_a_step():
+    step = first_step(["titanic.csv", "`df`"])
+    assert step.startswith("Before you answer, call `python` to load titanic.csv, `df` and compute")
+    assert "answer only from what the code prints" in step
+    assert first_step([]) == ""  # a prompt that names no data is told nothing more
