@@ -12,5 +12,6 @@ SHIRO_RELIABILITY_DOC="$PWD/docs/reliability.md" .venv/bin/python -m pytest -q \
   tests/context/test_instructions.py tests/rerun/test_replay_trust_kernel.py tests/cli/test_notebooks_cli.py \
   tests/provider/test_first_contact.py tests/provider/test_boundary.py tests/tools/test_tool_traits.py \
   tests/ui/test_undo_buttons.py tests/browser/test_lab_undo.py tests/undo/test_undo_kernel.py \
-  tests/undo/test_undo_keeps_yours.py tests/provider/test_profile_unlearn.py tests/test_stream_interrupted.py tests/undo/test_undo_code_files.py
+  tests/undo/test_undo_keeps_yours.py tests/provider/test_profile_unlearn.py tests/test_stream_interrupted.py tests/undo/test_undo_code_files.py \
+  tests/test_policy.py
 cat docs/reliability.md

@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import policy, redact
 from .config import Shiro, agent_variant
 from .context import cell_changes, restart, workspace
 from .context.instructions import read_instructions
@@ -191,7 +192,14 @@ class Agent:
         return self._provider
 
     def _settings(self, model: str | None, reasoning_effort: str | None = None) -> ProviderSettings:
+        """What every request is made with; raises :class:`~shiro_kernel.errors.PolicyError` when they (an
+        environment default, ``%shiro --model``, a setting made before the policy) are beyond the administrator's
+        policy, whose redaction floor applies from here on."""
         c = self.config
+        found = policy.check(
+            {"base_url": c.base_url, "model": model or c.model, "approval": c.approval, "budget_usd": c.budget_usd}
+        )
+        redact.set_floor(policy.redact_floor(found))
         return ProviderSettings(
             model=model or c.model,
             api=c.api,

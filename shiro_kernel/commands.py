@@ -178,6 +178,12 @@ def _check(agent: Agent, arg: str) -> str:
     return check_notebook(agent.notebook).summary() + "\n(the saved file was checked: save first to check your edits)"
 
 
+def _policy(agent: Agent, arg: str) -> str:
+    from .policy import describe
+
+    return describe()
+
+
 def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
@@ -214,6 +220,7 @@ COMMANDS: dict[str, Command] = {
     ),
     "/export": Command(_export, "/export [OUT]", "write a plain notebook that runs without shiro (NAME.export.ipynb)"),
     "/check": Command(_check, "/check", "rerun the saved notebook in a fresh kernel and report hidden state"),
+    "/policy": Command(_policy, "/policy", "what the administrator's policy allows, and its file"),
     "/help": Command(_help, "/help", "this list"),
 }
 

@@ -11,8 +11,9 @@ kept nowhere else, so it cannot land in a file, a notebook or widget state.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, Union, default, observe, validate
 from traitlets.config import Configurable
@@ -49,16 +50,49 @@ def environment() -> Environment:
     )
 
 
+#: the settings an administrator's policy limits (:mod:`~shiro_kernel.policy`)
+LIMITED = ("base_url", "model", "approval", "budget_usd")
+
+
+class _Checked:
+    """A trait the administrator's policy limits (:meth:`Shiro._within_policy`). traitlets skips validators for
+    an allowed ``None`` (and sees no change from a default never read), while "no budget" or "the default server"
+    may be beyond the policy; and it rolls a refused ``%config`` back to the static default ('' for a model), not
+    to the value the setting had."""
+
+    def set(self, obj: Any, value: Any) -> None:
+        if self.name not in obj._trait_values:  # type: ignore[attr-defined]
+            # the default first: a change from it is seen (and checked under %config), and a refused value is
+            # rolled back to it, never to the static None
+            getattr(obj, self.name)  # type: ignore[attr-defined]
+        super().set(obj, value)  # type: ignore[misc]
+
+    def _validate(self, obj: Any, value: Any) -> Any:
+        if value is None and obj._cross_validation_lock is False:
+            return self._cross_validate(obj, value)  # type: ignore[attr-defined]
+        return super()._validate(obj, value)  # type: ignore[misc]
+
+
+class _CheckedFloat(_Checked, Float):  # type: ignore[type-arg]
+    pass
+
+
+class _CheckedUnicode(_Checked, Unicode):  # type: ignore[type-arg]
+    pass
+
+
 class Shiro(Configurable):
     """Settings of the %shiro agent."""
 
-    model = Unicode(help="Model name sent to the server (default: $SHIRO_MODEL, else gpt-5-mini).").tag(config=True)
+    model = _CheckedUnicode(help="Model name sent to the server (default: $SHIRO_MODEL, else gpt-5-mini).").tag(
+        config=True
+    )
     api = Enum(
         ["responses", "chat"],
         help="Which API to call: 'responses' (/v1/responses) or 'chat' "
         "(/v1/chat/completions). Default: $SHIRO_API, else responses.",
     ).tag(config=True)
-    base_url = Unicode(
+    base_url = _CheckedUnicode(
         None,
         allow_none=True,
         help="OpenAI-compatible server URL, e.g. http://localhost:11434/v1 for Ollama (default: $OPENAI_BASE_URL).",
@@ -71,16 +105,20 @@ class Shiro(Configurable):
     stream = Bool(True, help="Stream responses as they are generated.").tag(config=True)
     approval = Enum(
         ["ask", "auto", "read-only"],
-        "ask",
         help="Tools that change something (python, write_file, "
-        "edit_file, shell): 'ask' first, run them 'auto'matically, or refuse them ('read-only').",
+        "edit_file, shell): 'ask' first, run them 'auto'matically, or refuse them ('read-only'). Default: 'ask', "
+        "or less where the administrator's policy allows less.",
     ).tag(config=True)
     compact_threshold = Int(120_000, help="Estimated tokens at which the wire copy of the history is pruned.").tag(
         config=True
     )
     max_steps = Int(50, help="Most model calls in one turn.").tag(config=True)
     memory = Bool(True, help="Load and write project memory (False is --no-memory).").tag(config=True)
-    budget_usd = Float(None, allow_none=True, help="Spend limit in USD for this notebook's session.").tag(config=True)
+    budget_usd = _CheckedFloat(
+        None,
+        allow_none=True,
+        help="Spend limit in USD for this notebook's session (default: none, or the administrator's policy's).",
+    ).tag(config=True)
     mute = List(
         Unicode(),
         help="Named memories muted for this kernel's session (like --mute NAME): their index "
@@ -219,6 +257,32 @@ class Shiro(Configurable):
     def _base_url_default(self) -> str | None:
         return environment().base_url
 
+    @default("approval")
+    def _approval_default(self) -> str:
+        from . import policy
+
+        return policy.approval_default()
+
+    @default("budget_usd")
+    def _budget_default(self) -> float | None:
+        from . import policy
+
+        return policy.budget_default()
+
+    @validate(*LIMITED)
+    def _within_policy(self, proposal: Any) -> Any:
+        """A value beyond the administrator's policy (:mod:`~shiro_kernel.policy`) is refused in one sentence."""
+        from . import policy
+        from .errors import PolicyError
+
+        try:
+            why = policy.refusal(proposal["trait"].name, proposal["value"])
+        except PolicyError:  # a policy that cannot be applied: taken here, and no turn sends anything (policy.check)
+            return proposal["value"]
+        if why is not None:
+            raise TraitError(why)
+        return proposal["value"]
+
     @validate("redact")
     def _check_redact(self, proposal: dict[str, list[str]]) -> list[str]:
         import re
@@ -235,6 +299,24 @@ class Shiro(Configurable):
         from . import redact
 
         redact.set_patterns(change["new"])
+
+
+def for_shell(shell: Any) -> Shiro:
+    """The settings of ``shell``'s config (``ipython_config.py``, ``c.Shiro.…``). A value there beyond the
+    administrator's policy does not fail ``%load_ext``: it is not taken, and the refusal's sentence is printed."""
+    try:
+        return Shiro(parent=shell)
+    except TraitError:
+        from . import policy
+
+        section = shell.config.get("Shiro", {})
+        refused = {name: why for name in LIMITED if name in section and (why := policy.refusal(name, section[name]))}
+        if not refused:
+            raise
+        for name, why in refused.items():
+            del section[name]
+            print(f"shiro: {why} ipython_config.py's value is not taken.", file=sys.stderr)
+        return Shiro(parent=shell)
 
 
 #: the variants that ship; ``Shiro.agents`` adds to or replaces them

@@ -37,6 +37,11 @@ class Ambiguous(RequestError):
         self.matches = matches
 
 
+class PolicyError(RequestError):
+    """Settings beyond the administrator's policy, or a policy file that cannot be applied
+    (:mod:`shiro_kernel.policy`): nothing is sent."""
+
+
 class StoreError(ShiroError):
     """A file under ``SHIRO_HOME`` could not be read or written (a full disk, a read-only home)."""
 

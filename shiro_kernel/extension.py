@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .config import Shiro
+from .config import Shiro, for_shell
 from .magics import ShiroMagics, claim_question_lines, warm_options
 
 LOADED_TOO_LATE = (
@@ -42,7 +42,7 @@ def load(shell: Any) -> None:
         return  # loaded already
     config = next((c for c in shell.configurables if isinstance(c, Shiro)), None)
     if config is None:
-        config = Shiro(parent=shell)
+        config = for_shell(shell)
         shell.configurables.append(config)
     magics = ShiroMagics(shell, config)
     shell.register_magics(magics)

@@ -99,6 +99,8 @@ SHAPES: tuple[tuple[str, str], ...] = (
 _SHAPES = tuple((name, re.compile(pattern)) for name, pattern in SHAPES)
 
 _extra: tuple[str, ...] = ()
+#: the patterns an administrator's policy always redacts (:func:`set_floor`), whatever ``Shiro.redact`` says
+_floor: tuple[str, ...] = ()
 #: ``(name, value)`` of the secrets registered with :func:`add_secret`, sorted (replaced whole, never changed
 #: in place: turns on other threads read it while the kernel's thread registers a token)
 _held: tuple[tuple[str, str], ...] = ()
@@ -115,8 +117,15 @@ def set_patterns(patterns: Iterable[str]) -> None:
     _extra = new
 
 
+def set_floor(patterns: Iterable[str]) -> None:
+    """The patterns the policy redacts (:func:`~shiro_kernel.policy.redact_floor`), applied before the user's."""
+    global _floor
+    _floor = tuple(patterns)
+
+
 def patterns() -> tuple[str, ...]:
-    return _extra
+    """Every extra pattern redacted: the policy's, then ``Shiro.redact``'s."""
+    return _floor + tuple(p for p in _extra if p not in _floor)
 
 
 def add_secret(name: str, value: str) -> None:
@@ -295,10 +304,11 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     """``text`` with every secret replaced (see the module docstring)."""
     if not text:
         return text
-    pattern, names, pieces = _compiled(secrets(environ), _extra)
+    extras = patterns()
+    pattern, names, pieces = _compiled(secrets(environ), extras)
     text = pattern.sub(lambda m: f"[redacted:{names.get(m.group(0)) or _shape(m.group(0))}]", text)
     text = _fragments(text, pieces)
-    for extra in _extra:
+    for extra in extras:
         text = re.sub(extra, "[redacted:pattern]", text)
     if "://" in text and "@" in text:
         text = _URL_PASSWORD.sub(r"\1[redacted]\3", text)

@@ -36,7 +36,7 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     jupyter = tmp_path_factory.mktemp("jupyter")
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(jupyter / "data"))
     monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(jupyter / "config"))
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API"):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "SHIRO_MODEL", "SHIRO_API", "SHIRO_POLICY"):
         monkeypatch.delenv(var, raising=False)
 
 
