@@ -288,24 +288,30 @@ class Agent:
             turn_id=(turn_id := uuid7()),
             checkpoint=self.checkpointer(turn_id),
             specs=offer.specs,
-            workspace=self._workspace(line.prompt, offer.lean, ns, context, hidden),
-            verifier=self._verifier(line.prompt, offer.lean, ns, context, hidden),
+            workspace=self._workspace(line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden),
+            verifier=self._verifier(line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden),
         )
 
-    def _workspace(self, prompt: str, lean: bool, ns: Any, ctx: ToolContext, hidden: Any) -> str:
+    def _workspace(self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any) -> str:
         """What the model can work on (:func:`~.context.workspace.block`), and for a lean request whose prompt names
-        data, the step to take first (:func:`~.context.workspace.first_step`)."""
+        data, the step to take first (:func:`~.context.workspace.first_step`; ``code_blocks``: the server's text
+        calls are read)."""
         text = workspace.block(prompt, ns, ctx, hidden)
-        step = workspace.first_step(workspace.named(prompt, ns, ctx, hidden)) if lean else ""
+        step = workspace.first_step(workspace.named(prompt, ns, ctx, hidden), code_blocks) if lean else ""
         return "\n\n".join(t for t in (text, step) if t)
 
     def lean(self, local: bool, model: str) -> bool:
         """Whether this turn's requests are lean (``Shiro.request``, :func:`~.context.offer.lean_for`)."""
         return lean_for(str(self.config.request), local, price_of(model) is not None)
 
-    def _verifier(self, prompt: str, lean: bool, ns: Any, ctx: ToolContext, hidden: Any) -> Verifier | None:
-        """The turn's answer check, where answers are verified (:meth:`verifies`)."""
-        return Verifier(prompt, workspace.named(prompt, ns, ctx, hidden)) if self.verifies(lean) else None
+    def _verifier(
+        self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any
+    ) -> Verifier | None:
+        """The turn's answer check, where answers are verified (:meth:`verifies`; ``code_blocks``: the server's text
+        calls are read, so a ```` ```python ```` reply is asked for)."""
+        if not self.verifies(lean):
+            return None
+        return Verifier(prompt, workspace.named(prompt, ns, ctx, hidden), code_blocks=code_blocks)
 
     def verifies(self, lean: bool) -> bool:
         """Whether an answer is verified before it ends the turn (``Shiro.verify_answers``; 'auto': when lean)."""

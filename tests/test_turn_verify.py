@@ -98,3 +98,15 @@ def test_specs_are_asked_each_step(tmp_path):
 
     turn(model, tmp_path, [], specs=specs).run("add")
     assert [r.tools for r in model.history] == [["add"], ["add", "fail"]]
+
+
+def test_where_code_blocks_run_the_note_asks_for_one_and_says_quoted_code_did_not_run():
+    from shiro_kernel.transcript import Message, TextPart
+
+    answer = Message("assistant", [TextPart("```python\nprint(df.charges.mean())\n```\n\n@mean_charges[16884.924]")])
+    note = Verifier("mean charges in insurance.csv?", ["insurance.csv"], code_blocks=True).note([answer])
+    assert "16884.924" in note and "in a reply that is one ```python block and nothing else" in note
+    assert "the code in your answer did not run: code beside other text is never run" in note
+    # a server whose calls come parsed: the tool is named, and nothing is said of code blocks
+    plain = Verifier("mean charges in insurance.csv?", ["insurance.csv"]).note([answer])
+    assert "with `python`" in plain and "```python block" not in plain

@@ -219,15 +219,24 @@ def _bytes(size: int) -> str:
     return f"{size} bytes"
 
 
-def first_step(named: list[str]) -> str:
+def first_step(named: list[str], code_blocks: bool = False) -> str:
     """What a lean request's first step is told after the block when the prompt names data (:func:`named`): to
     compute from it before answering, said as a step to take. A small model asked a question about data answers the
     question's format line from nothing while the rule is only in the instructions (Qwen2.5-Coder-1.5B, measured:
-    the same rule said here last, as an instruction, and it writes the code); '' when the prompt names no data."""
+    the same rule said here last, as an instruction, and it writes the code). ``code_blocks``: the server's text
+    calls are read (:attr:`~.provider.client.Provider.reads_text_calls`), so the step asks for a ```` ```python ````
+    block — told to *call* the tool, the same model writes the call as JSON with the code as an escaped string,
+    and at greedy decoding repeats its import lines until the output limit. '' when the prompt names no data."""
     if not named:
         return ""
+    names = ", ".join(named)
+    if code_blocks:
+        return (
+            f"Before you answer, reply with one ```python block that loads {names} and prints what the prompt asks "
+            "(it runs here, and you see what it prints); then answer only from what it printed."
+        )
     return (
-        f"Before you answer, call `python` to load {', '.join(named)} and compute what the prompt asks; answer only "
+        f"Before you answer, call `python` to load {names} and compute what the prompt asks; answer only "
         "from what the code prints."
     )
 

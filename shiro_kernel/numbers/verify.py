@@ -35,6 +35,8 @@ class Verifier:
 
     prompt: str
     named: Sequence[str] = ()
+    #: the server's text calls are read (a lone ```python block runs): the note asks for one
+    code_blocks: bool = False
     #: the note was given this turn (it is given once)
     told: bool = field(default=False, init=False)
 
@@ -56,17 +58,29 @@ class Verifier:
             which = "it" if len(missing) == 1 else "them"
             return (
                 f"[shiro, not the user] Your answer gives {listed}, which no output of this turn shows"
-                f"{'' if ran else ' (no code ran)'}. Compute {which} with `python` from the data and answer again "
-                f"from the output; if {which} cannot be computed, say plainly that {which} were not computed."
+                f"{'' if ran else ' (no code ran)'}. Compute {which} {self._how(messages)} from the data and answer "
+                f"again from the output; if {which} cannot be computed, say plainly that {which} were not computed."
             ).replace("that it were", "that it was")
         if not ran and self.named:
             data = ", ".join(self.named)
             return (
                 f"[shiro, not the user] You answered without looking at {data}: no code ran this turn. Compute the "
-                "answer with `python` from the data and answer again from the output, or say plainly that you did "
-                "not look."
+                f"answer {self._how(messages)} from the data and answer again from the output, or say plainly that "
+                "you did not look."
             )
         return ""
+
+    def _how(self, messages: list[Message]) -> str:
+        """How the model is to compute: with the ``python`` tool, or, where the server's text calls are read, in a
+        reply that is one ```` ```python ```` block — and if its answer held code beside other text, that such code
+        did not run (only a reply that is the block alone is run: :mod:`~shiro_kernel.provider.textcalls`)."""
+        if not self.code_blocks:
+            return "with `python`"
+        answer = messages[-1].text if messages else ""
+        quoted = "```python" in answer or "```py\n" in answer
+        return "in a reply that is one ```python block and nothing else" + (
+            " (the code in your answer did not run: code beside other text is never run)" if quoted else ""
+        )
 
 
 __all__ = ["LIMIT", "Verifier"]

@@ -198,6 +198,12 @@ class Provider:
         return safe_url(self.base_url)
 
     @property
+    def reads_text_calls(self) -> bool:
+        """Whether a call the model writes in its text (fenced JSON, a lone ```` ```python ```` block) is made a call
+        (``Shiro.text_calls``; 'auto': a server on this machine or network, :mod:`~.textcalls`)."""
+        return self.profile.local if self.settings.text_calls == "auto" else bool(self.settings.text_calls)
+
+    @property
     def retry_budget_s(self) -> float:
         """All attempts of one call, and the waits between them, end within this many seconds."""
         return 2 * self.settings.timeout_s
@@ -551,8 +557,8 @@ class Provider:
                     yield ReasoningDelta(part.text)
                 elif isinstance(part, TextPart) and part.text:
                     yield TextDelta(part.text)
-        reads = self.profile.local if self.settings.text_calls == "auto" else bool(self.settings.text_calls)
-        called = textcalls.extract(message, (t["name"] for t in tools), code_blocks=True) if tools and reads else None
+        reads = tools and self.reads_text_calls
+        called = textcalls.extract(message, (t["name"] for t in tools), code_blocks=True) if reads else None
         if called is not None:
             message = called
         sent_usage = bool(usage.input_tokens or usage.output_tokens)

@@ -156,7 +156,8 @@ def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch
     )
     assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
     first, second = (json.dumps(r.body["input"]) for r in fake_openai.requests)
-    step = "Before you answer, call `python` to load titanic.csv and compute what the prompt asks"
+    # a server on this machine: its text calls are read, so the step asks for a ```python block
+    step = "Before you answer, reply with one ```python block that loads titanic.csv and prints what the prompt asks"
     assert step in first
     assert step not in second and "39.265" in second  # the call ran; the step is not said again
 

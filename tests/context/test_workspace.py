@@ -62,4 +62,7 @@ def test_the_first_step_of_a_data_question_is_said_as_a_step():
     step = first_step(["titanic.csv", "`df`"])
     assert step.startswith("Before you answer, call `python` to load titanic.csv, `df` and compute")
     assert "answer only from what the code prints" in step
-    assert first_step([]) == ""  # a prompt that names no data is told nothing more
+    # where the server's text calls are read, the step asks for the code as a ```python block, not a JSON call
+    block = first_step(["titanic.csv"], code_blocks=True)
+    assert block.startswith("Before you answer, reply with one ```python block that loads titanic.csv and prints")
+    assert first_step([]) == "" and first_step([], code_blocks=True) == ""  # no data named: told nothing more
