@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..notebook.mimes import TURN_MIME
 from ..transcript import Message, messages_from_json
-from ..ui.render import TURN_MIME
 from .replay_plan import Plan, fields_of, has_replay, plan_from_bundle, plan_from_messages, replay_fields
 from .sites import notebook_sites
 
@@ -328,7 +328,6 @@ def find_turn(
 
 __all__ = [
     "TURNS_KEPT",
-    "TURN_MIME",
     "Found",
     "Saved",
     "TurnSpan",

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RequestError
+from ..notebook.mimes import TURN_MIME
 from ..text import one_line
-from .find import TURN_MIME
 from .replay_plan import has_replay, plan_from_bundle
 
 #: characters of an output shown in a difference's line
