@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ..approval import UNANSWERED_DENIAL
-from ..context.cell_changes import read_notebook_shared
+from ..notebook.file import read_notebook_shared
 from ..notebook.mimes import TURN_MIME, WIDGET_MIME
 from ..text import cut
 from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
