@@ -124,7 +124,7 @@ class Workspace:
 
     def preconnect_ports(self) -> set[int]:
         """The client ports of the warm-ups' connection-opening requests so far (``GET /v1/models``, which
-        the fake server records apart, in ``listings``: see ``shiro_kernel.provider.warmup``), each checked
+        the fake server records apart, in ``listings``: see ``shiro_kernel.warmup``), each checked
         to have carried no API key and been answered the real 401. (By port, not by process: a process that
         exits right after its turn may have its request handled after the next one has started.)"""
         for r in self.fake.listings:

@@ -5,7 +5,7 @@ IPython's ``%config`` reaches), the hook that notes which cell runs (``pre_run_c
 ``%shiro … ?`` lines from IPython's help syntax (:func:`~shiro_kernel.magics.claim_question_lines`), the watch
 for a widget frontend, the shutdown hook that tells a restart during a turn as one (:mod:`shiro_kernel.stops`),
 the notebook channel (:func:`~shiro_kernel.notebook.open_channel`), and the warm-up that imports ``openai`` off
-the main thread (:mod:`shiro_kernel.provider.warmup`). Loading twice is loading once. :func:`unload` undoes all
+the main thread (:mod:`shiro_kernel.warmup`). Loading twice is loading once. :func:`unload` undoes all
 of it, and what turns set up since.
 """
 
@@ -49,9 +49,8 @@ def load(shell: Any) -> None:
     shell.events.register("pre_run_cell", magics.remember_cell)
     if claim_question_lines not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(claim_question_lines)
-    from . import stops
+    from . import stops, warmup
     from .notebook import open_channel
-    from .provider import warmup
     from .ui import kernel
 
     kernel.watch_comm_opens(shell)

@@ -83,7 +83,7 @@ def test_load_ext_does_not_import_openai(monkeypatch):
 def test_openai_and_the_options_are_warmed_off_the_main_thread(monkeypatch):
     monkeypatch.delenv("SHIRO_NO_WARMUP", raising=False)
     code = LOAD + (
-        "from shiro_kernel.provider import warmup\nwarmup.thread.join(30)\n"
+        "from shiro_kernel import warmup\nwarmup.thread.join(30)\n"
         "from shiro_kernel.magics import ShiroMagics\n"
         "print(warmup.thread.name, 'openai' in sys.modules, '--wait' in ShiroMagics.shiro.__doc__)"
     )

@@ -18,8 +18,8 @@ from fakeopenai import Call, Reply
 from IPython.utils.capture import capture_output
 from kernelutil import NOTEBOOK_KEY, run_notebook
 
+from shiro_kernel.notebook.mimes import TURN_MIME
 from shiro_kernel.ui import live
-from shiro_kernel.ui.render import TURN_MIME
 
 GROWTH_CODE = "print('cocoa -0.151335, coffee 0.131417, tea 0.050296')"
 GROWTH_OUTPUT = "cocoa -0.151335, coffee 0.131417, tea 0.050296"

@@ -14,7 +14,8 @@ __all__ = ["Provider", "ProviderSettings"]
 
 
 def __getattr__(name: str) -> Any:
-    # resolved on first use: ``%load_ext`` imports only ``provider.warmup``, never the client module
+    # resolved on first use: importing the package never imports the client module (nor ``openai``); the
+    # warm-up (:mod:`~shiro_kernel.warmup`) reaches it off the main thread
     if name in __all__:
         from . import client
 

@@ -141,7 +141,7 @@ _MAX_CLIENTS = 4
 
 def shared_client(api_key: str, base_url: str | None) -> Any:
     """The SDK client for this key and base URL, shared by every provider that uses them (and built ahead by
-    :mod:`~shiro_kernel.provider.warmup`): a client owns a connection pool and an SSL context, ~0.1 s to
+    :mod:`~shiro_kernel.warmup`): a client owns a connection pool and an SSL context, ~0.1 s to
     build. Its own retries are off and every request carries its timeout (see the module docstring), so
     nothing else about a provider's settings is in it. The few most recent are kept."""
     with _clients_lock:  # held while building: a turn that needs the client the warm-up is building waits for it

@@ -12,7 +12,7 @@ and append an entry; :func:`turns_of` reads them back.
 
 **The notebook's** saved turn: the cell with that id, else the ``ordinal``-th turn site with that prompt
 (:mod:`.sites`), whose outputs hold a turn bundle with that prompt. The file is read as JSON
-(:func:`shiro_kernel.context.cell_changes.read_notebook`), never with ``nbformat.read``.
+(:func:`shiro_kernel.notebook.file.read_notebook`), never with ``nbformat.read``.
 
 Which turn replays: the one the cell *shows* (the bundle saved in the notebook) when there is one, taken
 from this machine's record when the record holds that same turn (by ``turnId``, or by its calls' ids for a
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..notebook.mimes import TURN_MIME
 from ..transcript import Message, messages_from_json
-from ..ui.render import TURN_MIME
 from .replay_plan import Plan, fields_of, has_replay, plan_from_bundle, plan_from_messages, replay_fields
 from .sites import notebook_sites
 
@@ -328,7 +328,6 @@ def find_turn(
 
 __all__ = [
     "TURNS_KEPT",
-    "TURN_MIME",
     "Found",
     "Saved",
     "TurnSpan",

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import RequestError
+from ..notebook.mimes import TURN_MIME
 from ..text import one_line
-from .find import TURN_MIME
 from .replay_plan import has_replay, plan_from_bundle
 
 #: characters of an output shown in a difference's line
@@ -52,11 +52,11 @@ def _deeper_than(value: Any, limit: int) -> bool:
 
 
 def read_saved(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The notebook at ``path`` as JSON (:func:`shiro_kernel.context.cell_changes.read_notebook`), for check and
+    """The notebook at ``path`` as JSON (:func:`shiro_kernel.notebook.file.read_notebook`), for check and
     export. Raises :class:`RequestError` with one line — ``no notebook at …`` or ``cannot read …: why`` — for a
     file that is missing, not a notebook, or nested too deeply (a 100,000-deep one overflows the JSON parser's
     recursion; a 500-deep one parses but would overflow the copies and nbformat's checks later)."""
-    from ..context.cell_changes import TooDeep, read_notebook
+    from ..notebook.file import TooDeep, read_notebook
 
     try:
         nb = read_notebook(Path(path))

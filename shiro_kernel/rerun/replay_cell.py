@@ -139,7 +139,7 @@ def _of_this_notebook(
 
 
 def _notebook(path: Path | None) -> dict[str, Any] | None:
-    from ..context.cell_changes import read_notebook_shared
+    from ..notebook.file import read_notebook_shared
 
     if path is None:
         return None

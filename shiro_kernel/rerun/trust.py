@@ -49,7 +49,7 @@ def notebook_trusted(path: str | os.PathLike[str]) -> bool:
     cannot be read, or nothing was ever signed here (no secret, no store: neither is created by asking)."""
     import warnings
 
-    from ..context.cell_changes import read_notebook
+    from ..notebook.file import read_notebook
 
     data_dir = _data_dir()
     if not (data_dir / "notebook_secret").is_file() or not (data_dir / "nbsignatures.db").is_file():

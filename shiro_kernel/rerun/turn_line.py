@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import environment
-from ..context.cell_changes import read_notebook_shared
 from ..events import Recorded, TurnEnd, Usage
+from ..notebook.file import read_notebook_shared
 from ..store.ids import uuid7
 from ..store.short_ids import short_id
 from ..ui.kernel import has_frontend, run_by_a_program

@@ -11,16 +11,14 @@ import re
 from typing import Any
 
 from ..approval import UNANSWERED_DENIAL
-from ..context.cell_changes import read_notebook_shared
+from ..notebook.file import read_notebook_shared
+from ..notebook.mimes import TURN_MIME, WIDGET_MIME
 from ..text import cut
 from .base import Effect, Image, Tool, ToolContext, ToolError, ToolOutput, schema
 
 SOURCE_CHARS = 10_000  # per cell source
 OUTPUT_CHARS = 2_000  # per output
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-#: a ``%shiro`` cell's saved turn (docs/turn-format.md), and the live view's widget while the turn runs
-TURN_MIME = "application/vnd.shiro.turn+json"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 def _text(value: Any) -> str:

@@ -338,7 +338,6 @@ class Throttle:
 
 
 # -- static rendering: what stays in the notebook without a kernel ---------------------------------------
-TURN_MIME = "application/vnd.shiro.turn+json"
 TURN_FORMAT_VERSION = 1
 _OUTPUT_KEEP = 4000  # characters of each tool output kept in the saved bundle
 #: the keys of each of the bundle's ``numbers`` (docs/turn-format.md)

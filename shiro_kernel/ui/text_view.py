@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ..context.estimate import percent
 from ..errors import TurnTimeout
 from ..events import Event, TurnEnd
+from ..notebook.mimes import TURN_MIME
 from ..store.short_ids import short_id
 from .render import (
-    TURN_MIME,
     Throttle,
     TurnLog,
     to_bundle_json,

@@ -165,7 +165,7 @@ def test_an_unchanged_notebook_is_read_once_and_a_changed_one_again(tmp_path, mo
 
 
 def test_a_notebook_nested_too_deeply_is_one_sentence_not_a_traceback(tmp_path):
-    from shiro_kernel.context.cell_changes import read_notebook
+    from shiro_kernel.notebook.file import read_notebook
 
     path = tmp_path / "deep.ipynb"
     path.write_text("[" * 100_000 + "]" * 100_000)

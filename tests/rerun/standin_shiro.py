@@ -16,11 +16,12 @@ from IPython.display import display
 
 from shiro_kernel.line import prompt_of as line_prompt
 from shiro_kernel.magics import claim_question_lines
+from shiro_kernel.notebook.mimes import TURN_MIME
 from shiro_kernel.rerun.replay_cell import Refused, replay_cell
 from shiro_kernel.rerun.sites import Ordinals
 from shiro_kernel.store.paths import notebook_path
 from shiro_kernel.store.sessions import SessionStore
-from shiro_kernel.ui.render import TURN_MIME, TurnLog, to_bundle_json, to_markdown, to_text
+from shiro_kernel.ui.render import TurnLog, to_bundle_json, to_markdown, to_text
 
 NOTHING = "standin: no recorded turn to replay here (the real %shiro would ask the model)"
 

@@ -74,7 +74,7 @@ def preconnect(client: Any) -> None:
     try:
         from openai import Omit
 
-        from .transport import response_class
+        from .provider.transport import response_class
 
         client.get(
             "/models",
@@ -97,8 +97,8 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
     except Exception:  # a broken install is reported by the first turn, in words
         return
     try:
-        from ..config import environment
-        from .client import PLACEHOLDER_KEY, shared_client
+        from .config import environment
+        from .provider.client import PLACEHOLDER_KEY, shared_client
 
         env = environment()
         url = (base_url() if base_url is not None else None) or env.base_url
@@ -115,22 +115,22 @@ def _warm(*first: Callable[[], object], base_url: Callable[[], str | None] | Non
         except Exception:  # imported (and reported) again by the turn that needs it
             pass
     try:
-        from ..tools import all_tools
+        from .tools import all_tools
 
         all_tools()  # imports each tool's module
     except Exception:  # best effort: what the warm-up fails to prepare, the first turn does
         pass
     try:
-        from ..store import files
-        from ..store.index import preopen
-        from ..store.paths import home
+        from .store import files
+        from .store.index import preopen
+        from .store.paths import home
 
         files.background(lambda: None)  # start the stores' background thread (the prompt history uses it)
         preopen(home() / "sessions")  # the first turn asks it which session this notebook continues
     except Exception:  # best effort: what the warm-up fails to prepare, the first turn does
         pass
     try:
-        from ..ui.sanitize import md_to_html
+        from .ui.sanitize import md_to_html
 
         md_to_html("*warm-up*")  # mistune builds its parser (~40 ms of regular expressions) on first use
     except Exception:  # best effort: what the warm-up fails to prepare, the first turn does

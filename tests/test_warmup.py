@@ -11,7 +11,7 @@ from pathlib import Path
 
 from fakeopenai import NO_KEY_MESSAGE, FakeOpenAI, Reply
 
-from shiro_kernel.provider import warmup
+from shiro_kernel import warmup
 from shiro_kernel.provider.client import shared_client
 
 # A fresh process: load the extension (with an optional %config in the same cell), wait for the
@@ -21,7 +21,7 @@ import json, sys, threading, time
 from IPython.core.interactiveshell import InteractiveShell
 sh = InteractiveShell.instance()
 sh.run_cell("%load_ext shiro_kernel\n" + sys.argv[1])
-from shiro_kernel.provider import warmup
+from shiro_kernel import warmup
 if warmup.thread is not None:
     warmup.thread.join(60)
 pre = [t for t in threading.enumerate() if t.name == "shiro-preconnect"]
