@@ -651,7 +651,7 @@ def run_smolagents(task: Task, folder: Path, base_url: str, out: Outcome) -> Non
 def smol_steps(stderr: str | bytes | None) -> list[dict[str, Any]]:
     """The steps the runner reported on stderr as they ended."""
     text = stderr.decode(errors="replace") if isinstance(stderr, bytes) else stderr or ""
-    return [json.loads(line[8:]) for line in text.splitlines() if line.startswith("@@STEP ")]
+    return [json.loads(line[len("@@STEP ") :]) for line in text.splitlines() if line.startswith("@@STEP ")]
 
 
 RUNNERS: dict[str, Callable[[Task, Path, str, Outcome], None]] = {
