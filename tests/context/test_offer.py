@@ -152,7 +152,7 @@ def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch
         Reply(
             tool_calls=[Call("python", {"code": "import pandas as pd; print(pd.read_csv('titanic.csv').Fare.mean())"})]
         ),
-        Reply(text="The mean Fare is 39.265."),
+        Reply(text="It is the mean the code printed."),
     )
     assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
     first, second = (json.dumps(r.body["input"]) for r in fake_openai.requests)
