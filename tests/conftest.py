@@ -98,6 +98,21 @@ def fake_openai() -> Iterator[FakeOpenAI]:
 
 
 @pytest.fixture
+def plain_shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Any]:
+    """A real ``InteractiveShell`` (history in memory, its own IPYTHONDIR) without the extension: the kernel a
+    tool runs in, for tests that call tools or turns directly."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    InteractiveShell.clear_instance()
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    yield InteractiveShell.instance(config=config)
+    InteractiveShell.clear_instance()
+
+
+@pytest.fixture
 def shiro_shell(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAI, tmp_path: Path) -> Iterator[Any]:
     """``InteractiveShell`` with ``%load_ext shiro_kernel``, pointed at the fake server (key
     ``sk-test-shell``, model gpt-4o-mini), working in a temp folder."""

@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 from cassettes import all_interactions
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from shiro_kernel.numbers.claims import find_numbers
 from shiro_kernel.numbers.matching import anchor
@@ -38,13 +36,8 @@ def _add(args: dict[str, Any], ctx: ToolContext) -> str:
 
 
 @pytest.fixture
-def shell(monkeypatch, tmp_path):
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    yield InteractiveShell.instance(config=config)
-    InteractiveShell.clear_instance()
+def shell(plain_shell):
+    return plain_shell
 
 
 @pytest.fixture

@@ -81,20 +81,6 @@ def _agent(monkeypatch, fake, tmp_path, model, shell=None, **settings):
     return Agent(shell, Shiro(model=model, **settings))
 
 
-@pytest.fixture
-def shell(monkeypatch, tmp_path):
-    """A real IPython shell, for the turns whose ``python`` calls must run."""
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    yield InteractiveShell.instance(config=config)
-    InteractiveShell.clear_instance()
-
-
 def _tool_names(request) -> list[str]:
     return [t.get("name") or t["function"]["name"] for t in request.body.get("tools", [])]
 
@@ -142,12 +128,12 @@ def test_shiro_request_full_and_lean_override_auto(monkeypatch, fake_openai, tmp
     assert _tool_names(fake_openai.requests[1]) == ["python", NAME]
 
 
-def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch, fake_openai, tmp_path, shell):
+def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch, fake_openai, tmp_path, plain_shell):
     from fakeopenai import Call, Reply
 
     (tmp_path / "titanic.csv").write_text("PassengerId,Fare\n1,7.25\n2,71.28\n")
     fake_openai.small_local_model = True  # calls come as fenced JSON in the text, as Qwen2.5-Coder writes them
-    agent = _agent(monkeypatch, fake_openai, tmp_path, "qwen", shell, approval="auto")
+    agent = _agent(monkeypatch, fake_openai, tmp_path, "qwen", plain_shell, approval="auto")
     fake_openai.enqueue(
         Reply(
             tool_calls=[Call("python", {"code": "import pandas as pd; print(pd.read_csv('titanic.csv').Fare.mean())"})]

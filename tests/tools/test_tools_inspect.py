@@ -9,22 +9,14 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
 from shiro_kernel.transcript import ToolCallPart
 
 
 @pytest.fixture
-def shell(monkeypatch, tmp_path):
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    sh = InteractiveShell.instance(config=config)
-    yield sh
-    InteractiveShell.clear_instance()
+def shell(plain_shell):
+    return plain_shell
 
 
 @pytest.fixture

@@ -9,8 +9,6 @@ import textwrap
 import time
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
 from shiro_kernel.tools.python_tool import OUTPUT_HEAD_CHARS, OUTPUT_TAIL_CHARS
@@ -18,15 +16,9 @@ from shiro_kernel.transcript import ToolCallPart
 
 
 @pytest.fixture
-def shell(monkeypatch, tmp_path):
-    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
-    InteractiveShell.clear_instance()
-    config = Config()
-    config.HistoryManager.hist_file = ":memory:"
-    sh = InteractiveShell.instance(config=config)
-    sh.user_ns["shared_value"] = 21
-    yield sh
-    InteractiveShell.clear_instance()
+def shell(plain_shell):
+    plain_shell.user_ns["shared_value"] = 21
+    return plain_shell
 
 
 @pytest.fixture
