@@ -237,9 +237,10 @@ class Recorder:
     goes on as sent; every answer comes back as the server sends it (a stream relayed chunk by chunk as it arrives).
     :attr:`label` names the harness and task the requests of now belong to (they run one at a time)."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, keep: Path | None = None) -> None:
         self.upstream = upstream.removeprefix("http://").rstrip("/")
         self.label = ""
+        self.keep = keep  # a folder: each exchange's request and answer as sent, one JSON line per exchange
         self.exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         recorder = self
@@ -282,6 +283,7 @@ class Recorder:
         headers = {k: v for k, v in h.headers.items() if k.lower() not in skip}
         upstream = http.client.HTTPConnection(self.upstream, timeout=3600)
         usage = _Usage(x)
+        kept: list[bytes] = []  # the answer's bytes, when --keep asks for them
         try:
             upstream.request(h.command, h.path, body=data or None, headers=headers)
             answer = upstream.getresponse()
@@ -289,6 +291,7 @@ class Recorder:
             kind = answer.getheader("content-type", "application/json")
             if "text/event-stream" not in kind:
                 raw = answer.read()
+                kept.append(raw)
                 x.first_byte_s = x.total_s = time.monotonic() - x.started
                 try:
                     if usage.take(json.loads(raw)):
@@ -312,6 +315,8 @@ class Recorder:
                 if x.first_byte_s is None:
                     x.first_byte_s = now
                 pending += chunk
+                if self.keep is not None:
+                    kept.append(chunk)
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.startswith(b"data:") and line[5:].strip() not in (b"", b"[DONE]"):
@@ -330,6 +335,19 @@ class Recorder:
             if x.total_s is None:
                 x.total_s = time.monotonic() - x.started
             upstream.close()
+            if self.keep is not None and h.command == "POST":
+                self._keep(x, data, kept)
+
+    def _keep(self, x: Exchange, request: bytes, answer: list[bytes]) -> None:
+        assert self.keep is not None
+        line = {
+            "path": x.path,
+            "status": x.status,
+            "request": request.decode("utf-8", "replace"),
+            "answer": b"".join(answer).decode("utf-8", "replace"),
+        }
+        with self._lock, (self.keep / f"{x.label.replace(':', '-')}.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
 
     def of(self, label: str) -> list[Exchange]:
         with self._lock:
@@ -767,6 +785,7 @@ def main() -> None:
     parser.add_argument(
         "--stop-after", type=float, help="minutes after which no new (harness, task) is started (the rest: not run)"
     )
+    parser.add_argument("--keep", type=Path, help="a folder to write each exchange's request and answer to (JSON lines)")
     parser.add_argument("--table", type=Path, help="print the table of a results JSON this script wrote, and stop")
     args = parser.parse_args()
     if args.table:
@@ -822,7 +841,9 @@ def main() -> None:
         # shiro and the baseline interleaved task by task, then smolagents (minutes a task) as time allows
         passes = [[h for h in harnesses if h != "smolagents"], [h for h in harnesses if h == "smolagents"]]
         order = [(task, harness) for group in passes for task in tasks for harness in group]
-        with Recorder(upstream) as recorder:
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+        with Recorder(upstream, args.keep) as recorder:
             for task, harness in order:
                 if args.stop_after is not None and time.monotonic() - began > args.stop_after * 60:
                     continue
