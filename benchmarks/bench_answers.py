@@ -785,7 +785,9 @@ def main() -> None:
     parser.add_argument(
         "--stop-after", type=float, help="minutes after which no new (harness, task) is started (the rest: not run)"
     )
-    parser.add_argument("--keep", type=Path, help="a folder to write each exchange's request and answer to (JSON lines)")
+    parser.add_argument(
+        "--keep", type=Path, help="a folder to write each exchange's request and answer to (JSON lines)"
+    )
     parser.add_argument("--table", type=Path, help="print the table of a results JSON this script wrote, and stop")
     args = parser.parse_args()
     if args.table:

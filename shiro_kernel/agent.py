@@ -273,6 +273,9 @@ class Agent:
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
         offer = Offer(tools, self.lean(provider.profile.local, model), current.wire.loaded)
         ns, hidden = self._user_ns(), getattr(self.shell, "user_ns_hidden", None)
+        told, answer_step, verifier = self._data_steps(
+            line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden
+        )
         return Ready(
             session=current.session,
             wire=current.wire,
@@ -288,30 +291,30 @@ class Agent:
             turn_id=(turn_id := uuid7()),
             checkpoint=self.checkpointer(turn_id),
             specs=offer.specs,
-            workspace=self._workspace(line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden),
-            verifier=self._verifier(line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden),
+            workspace=told,
+            answer_step=answer_step,
+            verifier=verifier,
         )
 
-    def _workspace(self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any) -> str:
-        """What the model can work on (:func:`~.context.workspace.block`), and for a lean request whose prompt names
-        data, the step to take first (:func:`~.context.workspace.first_step`; ``code_blocks``: the server's text
-        calls are read)."""
-        text = workspace.block(prompt, ns, ctx, hidden)
-        step = workspace.first_step(workspace.named(prompt, ns, ctx, hidden), code_blocks) if lean else ""
-        return "\n\n".join(t for t in (text, step) if t)
+    def _data_steps(
+        self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any
+    ) -> tuple[str, str, Verifier | None]:
+        """What a turn is told of the data it can work on, and the check of its answer (:class:`Ready`'s fields):
+        the workspace (:func:`~.context.workspace.block`); for a lean request whose prompt names data, the step to
+        take first and the step after its code's output (:func:`~.context.workspace.first_step`,
+        :func:`~.context.workspace.answer_step`; ``code_blocks``: the server's text calls are read); the answer's
+        check (:meth:`verifies`)."""
+        named = workspace.named(prompt, ns, ctx, hidden) if lean or self.verifies(lean) else []
+        step = workspace.first_step(named, code_blocks) if lean else ""
+        return (
+            "\n\n".join(t for t in (workspace.block(prompt, ns, ctx, hidden), step) if t),
+            workspace.answer_step(named) if lean else "",
+            Verifier(prompt, named, code_blocks=code_blocks) if self.verifies(lean) else None,
+        )
 
     def lean(self, local: bool, model: str) -> bool:
         """Whether this turn's requests are lean (``Shiro.request``, :func:`~.context.offer.lean_for`)."""
         return lean_for(str(self.config.request), local, price_of(model) is not None)
-
-    def _verifier(
-        self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any
-    ) -> Verifier | None:
-        """The turn's answer check, where answers are verified (:meth:`verifies`; ``code_blocks``: the server's text
-        calls are read, so a ```` ```python ```` reply is asked for)."""
-        if not self.verifies(lean):
-            return None
-        return Verifier(prompt, workspace.named(prompt, ns, ctx, hidden), code_blocks=code_blocks)
 
     def verifies(self, lean: bool) -> bool:
         """Whether an answer is verified before it ends the turn (``Shiro.verify_answers``; 'auto': when lean)."""

@@ -79,6 +79,8 @@ class Ready:
     specs: Callable[[], list[dict[str, object]]] | None = None
     #: what the model can work on (the data variables, the files the prompt names), told until its first call
     workspace: str = ""
+    #: told the step after a call's output (a lean turn on data: answer now, in the prompt's form)
+    answer_step: str = ""
     #: checks an answer before it ends the turn (``Shiro.verify_answers``; None: not checked)
     verifier: Verifier | None = None
 
@@ -120,6 +122,7 @@ def plan(
         wire=ready.wire,
         specs=ready.specs,
         workspace=ready.workspace,
+        answer_step=ready.answer_step,
         verifier=ready.verifier,
     )
 

@@ -146,6 +146,8 @@ class Turn:
     specs: Callable[[], list[dict[str, Any]]] | None = None
     #: what the model can work on (:mod:`~.context.workspace`), sent with the state until the turn's first call
     workspace: str = ""
+    #: told with the state the step after a call's output (:func:`~.context.workspace.answer_step`)
+    answer_step: str = ""
     #: checks an answer before it ends the turn (:mod:`~.numbers.verify`; None: the answer ends it)
     verifier: Verifier | None = None
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
@@ -376,9 +378,16 @@ class Turn:
         return done
 
     def _state_now(self) -> str:
-        """The step's state note: the workspace until the turn's first call, the session's state, the verifier's
-        note the step after an answer it sent back."""
-        blocks = (self.workspace if not self._called else "", self.state(), self._note)
+        """The step's state note: the workspace until the turn's first call, the session's state, the answer step
+        the step after a call's output, the verifier's note the step after an answer it sent back."""
+        history = self.session.messages
+        after_output = bool(history) and history[-1].role == "tool"
+        blocks = (
+            self.workspace if not self._called else "",
+            self.state(),
+            self.answer_step if after_output else "",
+            self._note,
+        )
         return "\n\n".join(b for b in blocks if b)
 
     # -- tool calls --------------------------------------------------------------------------------

@@ -87,6 +87,23 @@ def test_the_workspace_is_told_until_the_first_call(tmp_path):
     assert "What you can work on now" not in model.history[1].state
 
 
+def test_the_answer_step_is_told_the_step_after_each_output_only(tmp_path):
+    model = FakeModel().enqueue(
+        Reply(tool_calls=[Call("add", {"a": 1, "b": 2})]),
+        Reply(
+            text="The mean fare is 16.58."
+        ),  # made up: sent back, and the step after the answer is not told to answer now
+        Reply(tool_calls=[Call("add", {"a": 30, "b": 4})]),
+        Reply(text="34"),
+    )
+    step = "Answer the prompt now, in the form it asks for."
+    verifier = Verifier("what is it?")
+    turn(model, tmp_path, [], answer_step=step, verifier=verifier).run("what is it?")
+    said = [step in r.state for r in model.history]
+    assert said == [False, True, False, True]
+    assert "16.58" in model.history[2].state  # the check's note, alone
+
+
 def test_specs_are_asked_each_step(tmp_path):
     offered = [[{"name": "add", "description": "", "parameters": {}}]]
     model = FakeModel().enqueue(Reply(tool_calls=[Call("add", {"a": 1, "b": 2})]), Reply(text="3"))
@@ -110,3 +127,18 @@ def test_where_code_blocks_run_the_note_asks_for_one_and_says_quoted_code_did_no
     # a server whose calls come parsed: the tool is named, and nothing is said of code blocks
     plain = Verifier("mean charges in insurance.csv?", ["insurance.csv"]).note([answer])
     assert "with `python`" in plain and "```python block" not in plain
+
+
+def test_the_note_names_each_number_once_in_plain_grammar():
+    from shiro_kernel.transcript import Message, TextPart
+
+    def note(text: str) -> str:
+        return Verifier("mean charges?").note([Message("assistant", [TextPart(text)])])
+
+    # an answer that repeats its number: named once, and said of as one
+    one = note("The mean is 16884.924.\n\n@mean_charges[16884.924]")
+    assert "gives 16884.924, which" in one and "16884.924 and 16884.924" not in one
+    assert "Compute it with `python`" in one and "if it cannot be computed, say plainly that it was not computed" in one
+    many = note("The mean is 16884.924 and the median 9382.033.")
+    assert "gives 16884.924 and 9382.033, which" in many
+    assert "Compute them with" in many and "if they cannot be computed, say plainly that they were not computed" in many

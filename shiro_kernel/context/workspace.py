@@ -12,7 +12,8 @@ starts, a short block:
   it): its size, and for a delimited text file its columns with a kind read from the first rows, its row count, and
   its first two lines.
 
-A lean request (a small local model) gets one more line when the prompt names data: :func:`first_step`. The block
+A lean request (a small local model) gets one more line when the prompt names data: :func:`first_step`, and the step
+after its code's output :func:`answer_step`. The block
 is capped at :data:`CAP_CHARS` and sent after the conversation, so the cached prefix before it is unchanged.
 Only what ``inspect``/``read_file`` would show goes in; the boundary's redaction applies to it as to everything sent.
 """
@@ -226,19 +227,36 @@ def first_step(named: list[str], code_blocks: bool = False) -> str:
     the same rule said here last, as an instruction, and it writes the code). ``code_blocks``: the server's text
     calls are read (:attr:`~.provider.client.Provider.reads_text_calls`), so the step asks for a ```` ```python ````
     block — told to *call* the tool, the same model writes the call as JSON with the code as an escaped string,
-    and at greedy decoding repeats its import lines until the output limit. '' when the prompt names no data."""
+    and at greedy decoding repeats its import lines until the output limit. The step says the reply is the block
+    *alone*: asked "before you answer, reply with a block …; then answer", the 1.5B wrote the block and a guessed
+    answer in one reply (code beside other text never runs), 4 of 4 first requests kept from a benchmark run; told
+    its next reply is only the block, with the answer in the reply after, it wrote the block alone in 9 of 9 (and
+    in 3–17 s rather than 15–28 s). '' when the prompt names no data."""
     if not named:
         return ""
     names = ", ".join(named)
     if code_blocks:
         return (
-            f"Before you answer, reply with one ```python block that loads {names} and prints what the prompt asks "
-            "(it runs here, and you see what it prints); then answer only from what it printed."
+            f"Your next reply is only a ```python block that loads {names} and prints what the prompt asks, with no "
+            "answer in it: the block runs here, and you answer in the reply after it, from what it printed."
         )
     return (
-        f"Before you answer, call `python` to load {names} and compute what the prompt asks; answer only "
-        "from what the code prints."
+        f"Your next reply is only a call to `python` that loads {names} and prints what the prompt asks, with no "
+        "answer in it: the call runs here, and you answer in the reply after it, from what it printed."
     )
+
+
+def answer_step(named: list[str]) -> str:
+    """What a lean request is told the step after its code's output when the prompt names data: to answer now, in
+    the prompt's form, from what the code printed. After the output alone, the 1.5B answered in prose where the
+    prompt asked for a format, or thanked the user and stopped (3 of 9 second requests kept from a benchmark run);
+    told this, it answered in the prompt's form in 9 of 9 (those 3 in 1–2 s rather than 17–21 s), the 4 it had
+    answered right still right.
+    Told also "if the code failed, reply with a fixed block", it sent the same block again (4 of 4, the
+    code had not failed), so that is not said. '' when the prompt names no data."""
+    if not named:
+        return ""
+    return "Answer the prompt now, in the form it asks for, from what the code printed."
 
 
 def named(
@@ -267,4 +285,4 @@ def _is_data(value: Any) -> bool:
     )
 
 
-__all__ = ["CAP_CHARS", "HEADER", "block", "named", "named_files"]
+__all__ = ["CAP_CHARS", "HEADER", "answer_step", "block", "first_step", "named", "named_files"]

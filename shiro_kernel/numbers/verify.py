@@ -51,16 +51,18 @@ class Verifier:
 
     def _note(self, messages: list[Message]) -> str:
         ran = any(m.role == "tool" for m in messages)
-        missing = [str(n["text"]) for n in for_turn(messages, self.prompt) if not n.get("found")]
+        # each number once, in the order the answer gives them (an answer may repeat one)
+        missing = list(dict.fromkeys(str(n["text"]) for n in for_turn(messages, self.prompt) if not n.get("found")))
         if missing:
             shown = missing[:LIMIT] + ([f"{len(missing) - LIMIT} more"] if len(missing) > LIMIT else [])
             listed = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
-            which = "it" if len(missing) == 1 else "them"
+            one = len(missing) == 1
+            them, they, were = ("it", "it", "was") if one else ("them", "they", "were")
             return (
                 f"[shiro, not the user] Your answer gives {listed}, which no output of this turn shows"
-                f"{'' if ran else ' (no code ran)'}. Compute {which} {self._how(messages)} from the data and answer "
-                f"again from the output; if {which} cannot be computed, say plainly that {which} were not computed."
-            ).replace("that it were", "that it was")
+                f"{'' if ran else ' (no code ran)'}. Compute {them} {self._how(messages)} from the data and answer "
+                f"again from the output; if {they} cannot be computed, say plainly that {they} {were} not computed."
+            )
         if not ran and self.named:
             data = ", ".join(self.named)
             return (

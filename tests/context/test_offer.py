@@ -143,9 +143,12 @@ def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch
     assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
     first, second = (json.dumps(r.body["input"]) for r in fake_openai.requests)
     # a server on this machine: its text calls are read, so the step asks for a ```python block
-    step = "Before you answer, reply with one ```python block that loads titanic.csv and prints what the prompt asks"
+    step = "Your next reply is only a ```python block that loads titanic.csv and prints what the prompt asks"
     assert step in first
     assert step not in second and "39.265" in second  # the call ran; the step is not said again
+    # the step after the output: answer now, in the prompt's form (not before the call)
+    answer = "Answer the prompt now, in the form it asks for, from what the code printed."
+    assert answer in second and answer not in first
 
 
 def test_a_full_turn_or_a_prompt_without_data_is_not_told_a_first_step(monkeypatch, fake_openai, tmp_path):
@@ -155,4 +158,5 @@ def test_a_full_turn_or_a_prompt_without_data_is_not_told_a_first_step(monkeypat
     fake_openai.enqueue(Reply(text="ok"), Reply(text="ok"))
     _agent(monkeypatch, fake_openai, tmp_path, "gpt-4o-mini").ask("What is the mean Fare in titanic.csv?")
     _agent(monkeypatch, fake_openai, tmp_path, "qwen").ask("hi")
-    assert all("Before you answer" not in json.dumps(r.body["input"]) for r in fake_openai.requests)
+    sent = [json.dumps(r.body["input"]) for r in fake_openai.requests]
+    assert all("Your next reply is only" not in x and "Answer the prompt now" not in x for x in sent)

@@ -60,9 +60,11 @@ def test_named_data(tmp_path):
 
 def test_the_first_step_of_a_data_question_is_said_as_a_step():
     step = first_step(["titanic.csv", "`df`"])
-    assert step.startswith("Before you answer, call `python` to load titanic.csv, `df` and compute")
-    assert "answer only from what the code prints" in step
+    assert step.startswith("Your next reply is only a call to `python` that loads titanic.csv, `df` and prints")
+    # the answer comes in the reply after the code's output, never beside the code
+    assert "with no answer in it" in step and "you answer in the reply after it, from what it printed" in step
     # where the server's text calls are read, the step asks for the code as a ```python block, not a JSON call
     block = first_step(["titanic.csv"], code_blocks=True)
-    assert block.startswith("Before you answer, reply with one ```python block that loads titanic.csv and prints")
+    assert block.startswith("Your next reply is only a ```python block that loads titanic.csv and prints")
+    assert "with no answer in it" in block and "the reply after it" in block
     assert first_step([]) == "" and first_step([], code_blocks=True) == ""  # no data named: told nothing more
