@@ -100,7 +100,7 @@ def _timed(cls, name, key):
         finally:
             parts[key] += time.perf_counter() - t
     setattr(cls, name, timed)
-_timed(_turn.Turn, "_call_model", "model")
+_timed(_turn.Turn, "_call_once", "model")
 _timed(_agent.Agent, "save_now", "save")
 
 for _ in range(1 + cfg["warmup_turns"]):

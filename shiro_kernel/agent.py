@@ -221,7 +221,7 @@ class Agent:
         known to take less (:meth:`~shiro_kernel.provider.profile.ServerProfile.threshold`)."""
         provider = self._provider
         threshold = int(self.config.compact_threshold)
-        return threshold if provider is None else provider.profile.threshold(threshold)
+        return threshold if provider is None else provider.threshold(threshold)
 
     def ask_model(self, system: str, prompt: str) -> str:
         """One plain model call with no tools (``/memory``), retried as the seed's merge call is

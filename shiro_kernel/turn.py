@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import stops
 from .approval import (
@@ -62,8 +62,18 @@ from .tools import Tool, ToolContext, run_tool
 from .transcript import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from .undo.checkpoints import Checkpointer
 
+if TYPE_CHECKING:
+    from .provider.client import Resend
+
 
 class ProviderLike(Protocol):
+    """What the turn asks of its model: one call's events (:meth:`~.provider.client.Provider.stream`, which
+    repairs what it can of a failure through the turn's history, ``resend``), whether the server keeps answers
+    (``store``), and the history's pruning threshold as the server's window allows."""
+
+    @property
+    def store(self) -> bool: ...
+
     def stream(
         self,
         system: str,
@@ -71,7 +81,10 @@ class ProviderLike(Protocol):
         tools: list[dict[str, Any]],
         abort: threading.Event | None = None,
         state: str = "",
+        resend: Resend | None = None,
     ) -> Any: ...
+
+    def threshold(self, threshold: int) -> int: ...
 
 
 #: runs a tool call somewhere (inline, or on the kernel's thread) and returns its result
@@ -80,14 +93,12 @@ Runner = Callable[[Callable[[], ToolResultPart]], ToolResultPart]
 
 class ModelFailed(ProviderError):
     """A model call failed for good: the step's :class:`~shiro_kernel.events.Error` as an exception, with
-    what arrived before it (``partial``: a stream that broke after showing something) and whether anything
-    of the step reached the user (``shown``: then it is not retried)."""
+    what arrived before it (``partial``: a stream that broke after showing something)."""
 
-    def __init__(self, error: Error, partial: Done | None = None, shown: bool = False) -> None:
+    def __init__(self, error: Error, partial: Done | None = None) -> None:
         super().__init__(error.message, error.status, kind=error.kind)
         self.error = error
         self.partial = partial
-        self.shown = shown
 
 
 #: ``by``: who stopped it (:func:`~shiro_kernel.stops.by`: the user, or the kernel restarting)
@@ -154,8 +165,7 @@ class Turn:
     # per-turn state: the one inline retry, the one headless notice
     _inlined: bool = field(default=False, init=False, repr=False)
     _told_headless: bool = field(default=False, init=False, repr=False)
-    _refitted: bool = field(default=False, init=False, repr=False)  # pruned to fit the server's window this step
-    _sent: list[Message] = field(default_factory=list, init=False, repr=False)  # this step's history on the wire
+    _step_shown: bool = field(default=False, init=False, repr=False)  # something of this step reached the user
     _called: bool = field(default=False, init=False, repr=False)  # a call came this turn: the workspace was seen
     _note: str = field(default="", init=False, repr=False)  # the verifier's note, for the next step's state
     _shown: list[str] = field(default_factory=list, init=False, repr=False)  # the answer's text shown so far
@@ -237,7 +247,7 @@ class Turn:
                 return TurnEnd("budget", self.usage)
             self.on_event(StepStart(step))
             try:
-                done = self._call_model(offered())
+                done = self._call_once(offered())
             except ModelFailed as failed:
                 if failed.partial is not None:  # what arrived before the failure is kept
                     self._record(failed.partial)
@@ -288,71 +298,43 @@ class Turn:
         return None
 
     # -- one model call ----------------------------------------------------------------------------
-    def _store(self) -> bool:
-        settings = getattr(self.provider, "settings", None)
-        return self.options.store and bool(getattr(settings, "store", True))
-
     def wire_messages(self) -> list[Message]:
-        """What goes out this step: the session's history as the wire copy makes it (:mod:`~.context.wire_copy`);
-        the session's own history is never changed here."""
-        return self.copies.messages(self.session.messages, store=self._store(), threshold=self.threshold())
+        """What goes out this step: the session's history as the wire copy makes it (:mod:`~.context.wire_copy`),
+        pruned at ``compact_threshold`` or lower where the server's window is smaller; the session's own history
+        is never changed here."""
+        threshold = self.provider.threshold(self.options.compact_threshold)
+        return self.copies.messages(
+            self.session.messages, store=self.options.store and self.provider.store, threshold=threshold
+        )
 
-    def threshold(self) -> int:
-        """Where the wire copy is pruned: ``compact_threshold``, or lower where the server's context window
-        (learned from an overflow error) is smaller."""
-        profile = getattr(self.provider, "profile", None)
-        if profile is None:
-            return self.options.compact_threshold
-        return int(profile.threshold(self.options.compact_threshold))
+    # what a call's retry loop repairs the history through (:class:`~.provider.client.Resend`)
+    def estimate(self, messages: list[Message]) -> int:
+        return self.copies.estimate(messages)
 
-    def _call_model(self, specs: list[dict[str, Any]]) -> Done:
-        """One step's model call, repaired and rerun where a failure allows it; raises :class:`ModelFailed`."""
-        self._refitted = False
-        while True:
-            try:
-                return self._call_once(specs)
-            except ModelFailed as failed:
-                if failed.shown or self.abort.is_set() or not self._repairable(failed.error.kind):
-                    raise
-
-    def _repairable(self, kind: str | None) -> bool:
-        """Repair what the failure ``kind`` names, for a rerun of the step; False when it cannot be."""
-        if kind == "item_not_found" and not self._inlined:
-            # The provider lost an item the history refers to: retrying as is fails the same way
-            # every time, so the session's own history goes inline (once per turn) and the step reruns.
-            self._inlined = True
-            self.session.messages[:] = detach_provider_items(self.session.messages)
-            self.session.changed()
-            self.on_event(Notice(INLINE_RETRY_NOTICE))
-            return True
-        if kind == "context_overflow" and not self._refitted:
-            # The request is larger than the model's window (now in the server's profile): the step reruns
-            # with the history pruned to fit it, where pruning can; else the error names the window.
-            self._refitted = True
-            return self._fits_window()
-        return False
-
-    def _fits_window(self) -> bool:
-        """Whether the history, pruned to what the server's window leaves it, fits (then this and later
-        requests are pruned so); False when not even the rest of the request fits, or pruning cannot."""
-        profile = getattr(self.provider, "profile", None)
-        if profile is None:
+    def inline_history(self) -> bool:
+        """The provider lost an item the history refers to: the session's own history goes inline (once a turn,
+        and only where nothing of the step was shown), for the step to go again."""
+        if self._inlined or self._step_shown:
             return False
-        room = int(profile.room(self.copies.estimate(self._sent)))
-        if not self.copies.fits(self.session.messages, room, profile.context_window):
-            return False
-        profile.history_room = room
+        self._inlined = True
+        self.session.messages[:] = detach_provider_items(self.session.messages)
+        self.session.changed()
+        self.on_event(Notice(INLINE_RETRY_NOTICE))
         return True
+
+    def fits_window(self, room: int, window: int | None) -> bool:
+        """Whether the history, pruned to ``room`` (what the server's ``window`` leaves it), fits; False when not
+        even the rest of the request fits, or pruning cannot, or something of the step was shown."""
+        return not self._step_shown and self.copies.fits(self.session.messages, room, window)
 
     def _call_once(self, specs: list[dict[str, Any]]) -> Done:
         done: Done | None = None
         error: Error | None = None
-        shown = False  # has anything of this step reached the user?
+        self._step_shown = False  # has anything of this step reached the user?
         system, state = self.system, self._state_now()
-        self._sent = self.wire_messages()
         event: ProviderEvent | Notice
         self._shown = []
-        for event in self.provider.stream(system, self._sent, specs, self.abort, state=state):
+        for event in self.provider.stream(system, self.wire_messages(), specs, self.abort, state=state, resend=self):
             if isinstance(event, TextDelta):
                 self._shown.append(event.text)
             if isinstance(event, Done):
@@ -363,16 +345,16 @@ class Turn:
                 continue  # counted once, from Done
             else:
                 if isinstance(event, (TextDelta, ReasoningDelta, ToolCallEvent)):
-                    shown = True
+                    self._step_shown = True
                 self.on_event(event)
         self._shown = []  # the answer came whole (or failed with its partial): recorded from here
         if error is not None:
-            raise ModelFailed(error, done, shown)
+            raise ModelFailed(error, done)
         if done is None:
             if self.abort.is_set():  # a stream stopped by the user: nothing of it is kept
                 return Done(Message("assistant", []))
             # a provider ends with Done or Error; one that ends with neither has failed
-            raise ModelFailed(Error("The model server ended the answer without finishing it."), None, shown)
+            raise ModelFailed(Error("The model server ended the answer without finishing it."))
         for call in done.message.tool_calls():
             self.on_event(ToolCallEvent(call))
         return done

@@ -61,6 +61,12 @@ class FakeModel:
         self._queue.extend(answers)
         return self
 
+    #: the server keeps answers (the turn may refer to them); the fake has no window: the threshold is as given
+    store: bool = True
+
+    def threshold(self, threshold: int) -> int:
+        return threshold
+
     def stream(
         self,
         system: str,
@@ -68,6 +74,7 @@ class FakeModel:
         tools: list[dict[str, Any]],
         abort: threading.Event | None = None,
         state: str = "",
+        resend: Any = None,  # the fake never fails a call: nothing to repair
     ) -> Iterator[ProviderEvent]:
         messages = [Message.from_json(m.to_json()) for m in messages]
         request = Request(system, messages, [t["name"] for t in tools], state)

@@ -32,6 +32,10 @@ Time limits (``timeout_s``, ``max_retries``):
   server's own error is read), its context window — is learned by its :class:`~.profile.ServerProfile`,
   through one :meth:`~.profile.ServerProfile.adapt` the retry loop calls before anything else; the next
   attempt goes as the profile now says, and the cell is told once.
+* A failure the history can repair is repaired in the same loop, through what the caller's history offers
+  (:class:`Resend`, the turn's): a server that no longer has an item the history refers to gets the history
+  inline (once a turn); a request over the model's window (now in the profile) gets the history pruned to
+  what the window leaves it (once a call). Nothing of the step was shown, or nothing is repaired.
 * A response without usage (most local servers' streams) is counted by the estimate (characters / 4) and
   marked as one (:attr:`~shiro_kernel.events.Usage.estimated`); tool calls a server left in the text are made
   calls (:mod:`~.textcalls`).
@@ -59,7 +63,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import environment
 from ..store.paths import home
@@ -158,6 +162,29 @@ def shared_client(api_key: str, base_url: str | None) -> Any:
         return client
 
 
+class Resend(Protocol):
+    """What a call's retry loop may ask of the caller's history to repair a failure (the turn's: its session's
+    history as the wire copy sends it)."""
+
+    def wire_messages(self) -> list[Message]:
+        """The history as it goes out now (after a repair, repaired)."""
+        ...
+
+    def estimate(self, messages: list[Message]) -> int:
+        """The estimated tokens of ``messages``, as the history's meter counts them."""
+        ...
+
+    def inline_history(self) -> bool:
+        """Put what refers to the server's stored items inline, for a resend; False when it cannot (done once
+        this turn already, or something of the step was shown)."""
+        ...
+
+    def fits_window(self, room: int, window: int | None) -> bool:
+        """Whether the history pruned to ``room`` estimated tokens (what the server's ``window`` leaves it) fits
+        there (then it goes out so pruned)."""
+        ...
+
+
 class Provider:
     """Talks to one OpenAI-compatible server. ``client`` may be injected (e.g. for benchmarks)."""
 
@@ -204,6 +231,16 @@ class Provider:
         return self.profile.local if self.settings.text_calls == "auto" else bool(self.settings.text_calls)
 
     @property
+    def store(self) -> bool:
+        """Whether the server is asked to keep the answers (``Shiro.store``): then the history may refer to them."""
+        return bool(self.settings.store)
+
+    def threshold(self, threshold: int) -> int:
+        """The history's pruning threshold: ``threshold``, or lower where the server's window (learned from an
+        overflow) is smaller (:meth:`~.profile.ServerProfile.threshold`)."""
+        return int(self.profile.threshold(threshold))
+
+    @property
     def retry_budget_s(self) -> float:
         """All attempts of one call, and the waits between them, end within this many seconds."""
         return 2 * self.settings.timeout_s
@@ -232,12 +269,14 @@ class Provider:
         tools: list[dict[str, Any]],
         abort: threading.Event | None = None,
         state: str = "",
+        resend: Resend | None = None,
     ) -> Iterator[ProviderEvent | Notice]:
         """Run one model call. Yields deltas (and a ``Notice`` when the API had to change), then exactly one
         ``Done`` or ``Error``. ``system`` is the instructions, the same for every call of a session (a
         provider's prefix cache serves it and the history after it); ``state`` is what changes from step to
         step (the task list …), sent as one system message after the conversation, or where the server's
-        chat template takes it (:mod:`~shiro_kernel.provider.state`)."""
+        chat template takes it (:mod:`~shiro_kernel.provider.state`). ``resend``: the caller's history, which a
+        failure it can repair is repaired through (None: such a failure is the call's error)."""
         from ..events import Notice
 
         try:
@@ -256,6 +295,7 @@ class Provider:
         deadline = started + self.retry_budget_s
         number = 0
         plain = False  # the next attempt asks without streaming: a stream ended empty (once per call)
+        refitted = False  # the history was pruned to the server's window (once per call)
         while True:
             number += 1
             left = deadline - time.monotonic()
@@ -279,6 +319,14 @@ class Provider:
                 if adapted.notice:
                     yield Notice(adapted.notice, kind=adapted.kind)
                 plain = plain or not adapted.stream
+                continue
+            stopped = abort is not None and abort.is_set()
+            repaired = None
+            if resend is not None and not attempt.shown and not stopped:
+                repaired = self._repaired(failure, resend, messages, refit=not refitted)
+            refitted = refitted or self._kind(failure) == "context_overflow"
+            if repaired is not None:
+                messages = repaired
                 continue
             delay = self._retry_delay(failure, attempt, deadline)
             if delay is not None:
@@ -304,6 +352,22 @@ class Provider:
         empty = isinstance(exc, StreamBroken) and not isinstance(exc, (StreamError, Idle)) and attempt.events == 0
         message = exc.message if isinstance(exc, (StreamError, ResponseFailed)) else str(exc)
         return Failure(None, message, empty_stream=empty, **sent)  # type: ignore[arg-type]
+
+    def _repaired(self, exc: Exception, resend: Resend, sent: list[Message], refit: bool) -> list[Message] | None:
+        """The history to send again after ``exc``, repaired through ``resend``; None when ``exc`` is no failure
+        the history can repair, or it cannot be (inline once a turn already; pruned once this call already, or
+        not even the rest of the request fits the window)."""
+        kind = self._kind(exc)
+        if kind == "item_not_found":
+            # The server lost an item the history refers to: sent as is, it fails the same way every time.
+            return resend.wire_messages() if resend.inline_history() else None
+        if kind == "context_overflow" and refit:
+            # The request is larger than the model's window (now in the profile): pruned to fit it, where it can.
+            room = self.profile.room(resend.estimate(sent))
+            if resend.fits_window(room, self.profile.context_window):
+                self.profile.history_room = room  # this and later requests are pruned so
+                return resend.wire_messages()
+        return None
 
     # -- what a failure means ----------------------------------------------------------------------------
     @staticmethod

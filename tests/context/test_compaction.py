@@ -12,9 +12,10 @@ from fakeopenai import Call, Reply
 from turnutil import KEY, TOOLS
 
 from shiro_kernel.context.compact import COMPACT_SYSTEM, EMPTY_SUMMARY, compact_message, compact_session
+from shiro_kernel.context.rules import detach_provider_items
 from shiro_kernel.errors import ProviderError
 from shiro_kernel.events import Notice, TextDelta, TurnEnd
-from shiro_kernel.provider.client import Provider, ProviderSettings
+from shiro_kernel.provider.client import Provider, ProviderSettings, answer
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
 from shiro_kernel.transcript import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
@@ -192,11 +193,12 @@ class TextFirst:
 
     def __init__(self, inner: Provider) -> None:
         self.inner = inner
-        self.settings = inner.settings
+        self.store = inner.store
+        self.threshold = inner.threshold
 
-    def stream(self, system, messages, tools, abort=None, state=""):
+    def stream(self, system, messages, tools, abort=None, state="", resend=None):
         yield TextDelta("Let me look")
-        yield from self.inner.stream(system, messages, tools, abort)
+        yield from self.inner.stream(system, messages, tools, abort, state, resend)  # the inner call repairs
 
 
 def test_404_after_streamed_text_is_an_error_not_a_retry(env, tmp_path):
@@ -207,6 +209,43 @@ def test_404_after_streamed_text_is_an_error_not_a_retry(env, tmp_path):
     assert len(env.requests) == 1
     assert notices(events) == []
     assert turn.session.messages[1].parts[0].item_id == "msg_gone"  # not rewritten
+
+
+class Lost:
+    """A history as the provider's retry loop repairs it (:class:`~shiro_kernel.provider.client.Resend`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session, self.asked = session, []
+
+    def wire_messages(self):
+        self.asked.append("messages")
+        return list(self.session.messages)
+
+    def estimate(self, messages):
+        return 0
+
+    def inline_history(self):
+        self.asked.append("inline")
+        self.session.messages[:] = detach_provider_items(self.session.messages)
+        return True
+
+    def fits_window(self, room, window):
+        return False
+
+
+def test_the_provider_repairs_a_lost_item_in_its_own_retry_loop(env):
+    session = gone_session()
+    session.append(Message.user("and today?"))
+    history = Lost(session)
+    env.enqueue(Reply(text="carried on"))
+    said = answer(provider_for(env).stream("You are a test.", list(session.messages), [], resend=history))
+    assert said.text == "carried on" and [r.status for r in env.requests] == [404, 200]
+    assert history.asked == ["inline", "messages"]  # inline, then the history as it goes out now
+    assert "item_reference" not in json.dumps(env.requests[1].body["input"])
+    # with no history to repair through (a call outside a turn, as /compact's), the lost item is the call's error
+    with pytest.raises(ProviderError, match="not found"):
+        answer(provider_for(env).stream("You are a test.", list(gone_session().messages), []))
+    assert [r.status for r in env.requests] == [404, 200, 404]
 
 
 def test_404_for_an_unknown_model_is_not_repaired(env, tmp_path):
