@@ -327,6 +327,7 @@ class Provider:
             refitted = refitted or self._kind(failure) == "context_overflow"
             if repaired is not None:
                 messages = repaired
+                plain = False  # a stream that ended empty for the failure repaired here is asked again as one
                 continue
             delay = self._retry_delay(failure, attempt, deadline)
             if delay is not None:
