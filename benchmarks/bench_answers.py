@@ -619,7 +619,7 @@ try:
 except Exception as exc:
     done = {"answer": "", "error": f"{type(exc).__name__}: {exc}"[:600]}
 done["wall_s"] = time.monotonic() - started
-print("@@RESULT " + json.dumps(done), flush=True)
+print("\n@@RESULT " + json.dumps(done), flush=True)  # on a line of its own: smolagents' output may end without one
 """
 
 

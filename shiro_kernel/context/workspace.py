@@ -253,7 +253,10 @@ def answer_step(named: list[str]) -> str:
     told this, it answered in the prompt's form in 9 of 9 (those 3 in 1–2 s rather than 17–21 s), the 4 it had
     answered right still right.
     Told also "if the code failed, reply with a fixed block", it sent the same block again (4 of 4, the
-    code had not failed), so that is not said. '' when the prompt names no data."""
+    code had not failed), so that is not said; and said only after a traceback — "The code failed. Your next reply is
+    only a ```python block that fixes it …" in place of this step — it sent the failing block unchanged (3 of the 3
+    second requests kept after a `KeyError` or a `TypeError`), so a failed output gets this step too. '' when the
+    prompt names no data."""
     if not named:
         return ""
     return "Answer the prompt now, in the form it asks for, from what the code printed."
