@@ -391,7 +391,7 @@ class Agent:
         agents_md = read_instructions(ctx.root, ctx.notebook_path)
         for line in agents_md.notices:  # cut at the cap, or left out: said in the cell, once per session
             emit(Notice(line, kind="warning"))
-        memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block() if ctx.memories else "")
+        memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block(not offer.lean) if ctx.memories else "")
         boot = "\n".join(b for b in (agents_md.block(), *memory) if b)
         text = build_system_prompt(
             root=str(ctx.root),

@@ -98,8 +98,10 @@ class Offer:
         offered = self.offered()
         return [t for t in self.tools.values() if t.name not in offered and t.name != NAME]
 
-    def load(self, names: list[str]) -> str:
-        """``more_tools``' answer: the tools not offered, listed, or those of ``names`` loaded."""
+    def load(self, names: list[str], ctx: ToolContext | None = None) -> str:
+        """``more_tools``' answer: the tools not offered, listed, or those of ``names`` loaded — with, from ``ctx``,
+        the project root and the notebook's path, which the loaded tools work on and which a lean request's
+        instructions leave out (:mod:`~shiro_kernel.context.prompt`)."""
         if not names:
             listed = "\n".join(f"- {t.name}: {_first(t.description)}" for t in self.others())
             return (
@@ -113,7 +115,11 @@ class Offer:
         new = [n for n in dict.fromkeys(names) if n not in self.offered()]
         self.loaded.extend(new)
         done = ", ".join(names)
-        return f"Loaded: {done}. You can call {'it' if len(names) == 1 else 'them'} now."
+        text = f"Loaded: {done}. You can call {'it' if len(names) == 1 else 'them'} now."
+        if ctx is not None:
+            notebook = f"; the notebook is {ctx.notebook_path}" if ctx.notebook_path else ""
+            text += f" Paths are relative to the project root, {ctx.root}{notebook}."
+        return text
 
 
 def _first(description: str) -> str:
@@ -128,7 +134,7 @@ def more_tools(offer: Offer) -> Tool:
         names = args.get("names") or []
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ToolError("names must be a list of tool names")
-        return offer.load(list(names))
+        return offer.load(list(names), ctx)
 
     return Tool(NAME, DESCRIPTION, PARAMETERS, run, effects=Effect.READS, kernel_thread=False, lean=True)
 

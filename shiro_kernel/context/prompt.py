@@ -4,7 +4,13 @@ for every step and turn after (what changes goes in the per-step state, after th
 Two sizes: :data:`BASE` names every tool (a full request offers them all); :data:`LEAN` is for a lean request
 (:mod:`~shiro_kernel.context.offer`: a local engine, where each token is prefill the user waits for), which
 offers ``python`` and ``more_tools``: a few sentences, and the rule small models most need said — compute each
-number from the data, never guess it."""
+number from the data, never guess it.
+
+A lean request's instructions also leave out what differs from one project to the next — the project root and the
+notebook's path, which only the tools ``more_tools`` loads need, and which it tells when it loads them
+(:meth:`~shiro_kernel.context.offer.Offer.load`) — so that they are the same bytes in every notebook: a local
+engine's template renders the tool schemas after them, and its prompt cache then serves the instructions and the
+schemas to a new notebook's first request as well."""
 
 from __future__ import annotations
 
@@ -79,13 +85,13 @@ def build_system_prompt(
     blocks: Iterable[Callable[[], str]] = (),
     lean: bool = False,
 ) -> str:
-    """The instructions (see the module); ``lean``: the short ones, for a lean request."""
+    """The instructions (see the module); ``lean``: the short ones, for a lean request, without the paths."""
     parts = [LEAN if lean else BASE]
     if variant_prompt:
         parts.append("\n" + variant_prompt)
+    where = [] if lean else [f"- Project root: {root}", f"- Notebook: {notebook or '(unknown)'}"]
     env = [
-        f"- Project root: {root}",
-        f"- Notebook: {notebook or '(unknown)'}",
+        *where,
         f"- Python {platform.python_version()} on {sys.platform}; today is {date.today().isoformat()}",
         f"- {approval_line(approval, asking)}",
     ]

@@ -272,18 +272,22 @@ class MemoryStore:
             text = bundles.annotate_index(text, self.dir_for(scope))
         return filter_index(text, self.muted)
 
-    def prompt_block(self) -> str:
+    def prompt_block(self, when_empty: bool = True) -> str:
         """The system-prompt injection: both indexes (muted lines dropped, bundle ``[needs …]``
-        markers added for missing commands)."""
+        markers added for missing commands). ``when_empty=False``: '' when neither scope holds a memory
+        (a lean request's instructions: ~80 tokens of prefill that tell a small model nothing)."""
+        project, system = self._visible_index("project", True), self._visible_index("system", True)
+        if not when_empty and project == system == NO_MEMORIES:
+            return ""
         return "\n".join(
             [
                 MEMORY_FRAMING,
                 "",
                 "Project memories:",
-                self._visible_index("project", True),
+                project,
                 "",
                 "System memories:",
-                self._visible_index("system", True),
+                system,
             ]
         )
 

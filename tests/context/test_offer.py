@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +48,11 @@ def test_more_tools_lists_and_loads_and_a_loaded_tool_stays_offered():
     listing = run({}, ToolContext(root="."))
     assert "- read_file:" in listing and "- python:" not in listing
     before = offer.specs()
-    assert "Loaded: read_file" in run({"names": ["read_file"]}, ToolContext(root="."))
+    ctx = ToolContext(root=Path("/proj"), notebook_path=Path("/proj/a.ipynb"))
+    assert run({"names": ["read_file"]}, ctx) == (
+        "Loaded: read_file. You can call it now. Paths are relative to the project root, /proj; the notebook is "
+        "/proj/a.ipynb."  # what a lean request's instructions leave out, told when the tools that need it load
+    )
     after = offer.specs()
     assert after[: len(before)] == before  # the tools offered before keep their place: the prefix holds
     assert after[-1] == tools["read_file"].spec()  # a loaded tool in full
@@ -101,6 +106,10 @@ def test_a_local_engines_model_gets_a_lean_request_and_loads_a_tool(monkeypatch,
     first, second, third = fake_openai.requests
     assert _tool_names(first) == ["python", NAME]
     assert first.body["instructions"].startswith(LEAN)
+    # nothing of this project in the instructions (the tool schemas follow them in a local engine's template, and
+    # its cache serves both to another notebook), and no empty memory index: only prefill
+    assert str(tmp_path) not in first.body["instructions"] and "memories" not in first.body["instructions"]
+    assert str(tmp_path) in json.dumps(third.body["input"])  # told by more_tools, with the tools that use it
     assert _tool_names(third) == ["python", NAME, "read_file"]
     assert "hello" in json.dumps(third.body["input"])
     # the next turn of the session offers what was loaded, in the same order: the prefix holds

@@ -424,8 +424,10 @@ def test_prompt_block(dirs) -> None:
         store.prompt_block()
         == framing + "Project memories:\nNo memories stored yet.\n\nSystem memories:\nNo memories stored yet."
     )
+    assert store.prompt_block(when_empty=False) == ""  # a lean request's: nothing stored, nothing said
     write(store, "project", "style", "snake_case", description="naming")
     assert store.prompt_block().startswith(framing + "Project memories:\n# Memory Index\n")
+    assert store.prompt_block(when_empty=False) == store.prompt_block()
     assert f"- **style** · project · {TODAY} · 10 — naming" in store.prompt_block()
 
 
