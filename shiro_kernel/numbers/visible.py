@@ -21,7 +21,7 @@ from bisect import bisect_left
 
 # Characters no renderer shows: Unicode's format characters (Cf: zero-width space and joiners, soft hyphen,
 # bidirectional controls, word joiner, BOM, tags…) and the invisible ones of other categories (combining
-# grapheme joiner, Hangul fillers, Mongolian and other variation selectors). tests/test_numbers_visible.py
+# grapheme joiner, Hangul fillers, Mongolian and other variation selectors). tests/numbers/test_visible.py
 # checks the list holds every Cf character of this Python's Unicode database.
 _INVISIBLE = (
     "\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f"

@@ -18,7 +18,7 @@ from shiro_kernel.tools import Effect, Tool, ToolContext, all_tools, run_tool
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ISSUE_OUTPUT = "cocoa -0.151335, coffee 0.131417, tea 0.050296"
 ISSUE_ANSWER = "**Coffee** grew the most … (+16.4 %). Tea was flat and cocoa fell 3 %."
 
@@ -549,7 +549,12 @@ NOT_TURNS = {
     "The mean is 2.0, computed from three rows.": "provider/test_client.py: the client's streaming alone, no tool",
 }
 #: the numbers check's own tests, whose answers make numbers up on purpose (the last: forged and disguised marks)
-OWN_TESTS = ("test_numbers.py", "test_numbers_turns.py", "test_number_marks.py", "test_security_untrusted.py")
+OWN_TESTS = (
+    "numbers/test_check.py",
+    "numbers/test_turns.py",
+    "ui/test_number_marks.py",
+    "browser/test_security_untrusted.py",
+)
 #: answers of other tests that make a number up on purpose (to see it marked): (their calls, what is not found)
 ON_PURPOSE: dict[str, tuple[list[tuple[str, dict[str, Any]]], list[str]]] = {
     "The mean is **1,300**, up 16.4 % on last year.": (  # browser/test_lab_cells.py: the labextension's live marks
@@ -569,7 +574,7 @@ def _scripted_answers() -> dict[str, str]:
 
     found: dict[str, str] = {}
     for path in sorted((ROOT / "tests").rglob("*.py")):
-        if path.name in OWN_TESTS:
+        if str(path.relative_to(ROOT / "tests")) in OWN_TESTS:
             continue
         tree = ast.parse(path.read_text())
         constants = {
