@@ -127,12 +127,6 @@ def _undoable(agent: Agent, arg: str) -> str:
     return json.dumps({"calls": agent.undo.undoable()})
 
 
-#: answered at once where turns run in the background, never queued behind a turn (a front end asks them silently):
-#: ``/undoable`` only reads; ``/undo`` runs off the kernel's thread (:meth:`~shiro_kernel.ui.live.LiveController.
-#: take_back`), so the front end can answer its cell reverts, and is refused while a turn runs
-UNDO_COMMANDS = ("/undo", "/undoable")
-
-
 def _history(agent: Agent, arg: str) -> str:
     from .store.history import format_history
 
@@ -188,10 +182,37 @@ def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
 
+#: how a command runs where turns run in the background (:class:`~shiro_kernel.ui.live.LiveController`):
+#: ``QUEUED`` behind the running turn and those waiting (most: they read or change the session a turn uses);
+#: ``AT_ONCE``, never behind a turn (a front end asks it silently: ``/undoable`` only reads); ``TAKE_BACK``, at
+#: once and off the kernel's thread, so the front end can answer its cell reverts — refused while a turn runs
+#: (:meth:`~shiro_kernel.ui.live.LiveController.take_back`)
+QUEUED, AT_ONCE, TAKE_BACK = "queued", "at once", "take back"
+
+
 class Command(NamedTuple):
     run: Callable[[Agent, str], str]
     usage: str  # as /help shows it
     help: str
+    when: str = QUEUED  # see QUEUED
+
+
+class Invoked(NamedTuple):
+    """A slash command line, read once: its name as typed, its argument, and its command (None: unknown)."""
+
+    name: str
+    arg: str
+    command: Command | None
+
+    @property
+    def when(self) -> str:
+        return self.command.when if self.command is not None else QUEUED
+
+
+def parse(line: str) -> Invoked:
+    """``line`` (``/name arg…``) as an :class:`Invoked`: the one place a command line is read."""
+    name, _, arg = line.strip().partition(" ")
+    return Invoked(name, arg.strip(), COMMANDS.get(name.lower()))
 
 
 COMMANDS: dict[str, Command] = {
@@ -210,8 +231,11 @@ COMMANDS: dict[str, Command] = {
         "/undo [CALL_ID] [--force]",
         "take back the last turn's steps (variables, files, cells), newest first; with a call id, that step and "
         "every one after it; what you changed after a step is kept (--force takes it back anyway)",
+        TAKE_BACK,
     ),
-    "/undoable": Command(_undoable, "/undoable", "the steps that can be taken back now (JSON, for the front end)"),
+    "/undoable": Command(
+        _undoable, "/undoable", "the steps that can be taken back now (JSON, for the front end)", AT_ONCE
+    ),
     "/history": Command(_history, "/history", "this project's prompt history"),
     "/mcp": Command(
         _mcp,
@@ -230,19 +254,18 @@ def help_text() -> str:
     return "slash commands:\n" + "\n".join(f"  {c.usage:<{width}}{c.help}" for c in COMMANDS.values())
 
 
-def run(agent: Agent, line: str) -> str:
-    """Run one slash command line; the text to show (a failure included, as its one line)."""
+def run(agent: Agent, line: str | Invoked) -> str:
+    """Run one slash command line (or one already read); the text to show (a failure included, as its one line)."""
     import difflib
 
     from .errors import ShiroError
 
-    name, _, arg = line.strip().partition(" ")
-    command = COMMANDS.get(name.lower())
+    name, arg, command = parse(line) if isinstance(line, str) else line
     if command is None:
         close = difflib.get_close_matches(name.lower(), list(COMMANDS), n=1, cutoff=0.75)
         hint = f"did you mean {close[0]}? " if close else ""
         return f"unknown command {name}; {hint}try /help"
     try:
-        return command.run(agent, arg.strip())
+        return command.run(agent, arg)
     except ShiroError as exc:
         return str(exc)

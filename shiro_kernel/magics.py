@@ -13,8 +13,10 @@ A :class:`~shiro_kernel.errors.ShiroError` becomes one ``UsageError`` line here,
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
@@ -134,17 +136,12 @@ class ShiroMagics(Magics):
             raise UsageError(f"%shiro: {exc}") from None
 
     def _dispatch(self, line: Line) -> None:
-        """Act on a parsed line, as :attr:`Line.action` says: a slash command, a turn (in the background
-        with a widget frontend, else blocking), a session switch, flags for the session."""
-        from IPython.display import display
-
+        """Act on a parsed line, as :attr:`Line.action` says and the tables :data:`WHILE_BUSY` and :data:`WHEN_IDLE`
+        route it: a slash command (one its table says runs at once answered now), a turn (in the background with a
+        widget frontend, else blocking), a session switch, flags for the session."""
         from . import commands
         from .config import agent_variant
-        from .line import GIVE_A_PROMPT
         from .notebook import run_by_agent
-        from .ui import kernel
-        from .ui.kernel import has_frontend
-        from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
 
         if run_by_agent(self.shell, self.cell_id):  # a turn's notebook_run reached this cell: no turn in a turn
             print(RUN_BY_AGENT)
@@ -153,48 +150,57 @@ class ShiroMagics(Magics):
         agent_variant(self.settings, line.agent)  # an unknown variant: a RequestError, one line (``_run``)
         self._session_flags(agent, line)
         live = self._controller()
-        undo = live or self.controller  # a front end asks silently: no cell metadata says it draws widgets
-        if action == "command" and undo is not None and line.prompt.split()[0].lower() in commands.UNDO_COMMANDS:
-            undo.undo_line(line.prompt)  # never queued behind a turn; /undo runs off this thread (ui/live.py)
+        invoked = commands.parse(line.prompt) if action == "command" else None
+        at_once = live or self.controller  # a front end asks silently: no cell metadata says it draws widgets
+        if invoked is not None and invoked.when != commands.QUEUED and at_once is not None:
+            if invoked.when == commands.TAKE_BACK:  # off this thread, refused while a turn runs (ui/live.py)
+                at_once.take_back_in_cell(*commands.undo_args(invoked.arg))
+            else:
+                at_once.answer_at_once(functools.partial(commands.run, agent, invoked))
             return
+        answer = functools.partial(commands.run, agent, invoked) if invoked is not None else None
         if action == "turn":
-            from .rerun.sites import Ordinals
-            from .rerun.turn_line import placed, replayed
-
-            if self._ordinals is None:
-                self._ordinals = Ordinals()
-            line = placed(line, self.cell_id, self._ordinals, agent.notebook)
-            if not line.again and (live is None or not live.busy) and replayed(self.shell, agent, self.settings, line):
+            line = self._placed(line)
+            if not line.again and (live is None or not live.busy) and self._replayed(line):
                 return
         if live is not None and live.busy:
-            if line.wait:  # wait for the running turn and everything queued before this one
-                live.wait_idle()
-            elif action in ("command", "turn", "switch"):
-                live.submit_line(line)
+            if not line.wait:
+                WHILE_BUSY[action](live, line, answer)
                 return
-            elif action == "flags":  # applied above, for the turns that start from now on
-                print("(from the next turn on: the running turn keeps the memory it started with)")
-                return
-            else:
-                raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
+            live.wait_idle()  # wait for the running turn and everything queued before this one
         said = agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
         if said:
             print(said)
-        if action in ("switch", "flags"):
-            return  # switching session, muting or turning memory off needs no prompt
-        if action == "empty":
-            raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
-        if action == "command":
-            text = commands.run(agent, line.prompt)
-            display({"text/plain": text, "text/markdown": f"```text\n{text}\n```"}, raw=True)
-            return
+        WHEN_IDLE[action](self, live, line, answer)
+
+    def _placed(self, line: Line) -> Line:
+        """A turn line with its place in the notebook (its cell, which of the cell's turns it is)."""
+        from .rerun.sites import Ordinals
+        from .rerun.turn_line import placed
+
+        if self._ordinals is None:
+            self._ordinals = Ordinals()
+        return placed(line, self.cell_id, self._ordinals, self.agent.notebook)
+
+    def _replayed(self, line: Line) -> bool:
+        """The turn line's cell has a recorded turn to replay, and it was replayed (no model is asked)."""
+        from .rerun.turn_line import replayed
+
+        return replayed(self.shell, self.agent, self.settings, line)
+
+    def _turn(self, live: LiveController | None, line: Line, answer: Answer | None) -> None:
+        """A turn: in the background with a widget frontend (unless ``--wait``), else blocking here."""
+        from .ui import kernel
+        from .ui.kernel import has_frontend
+        from .ui.text_view import HEADLESS_TURN_LIMIT_S, run_blocking
+
         if live is not None and not line.wait:
             live.submit_line(line)
             return
         limit: float | None = self.settings.turn_timeout_s
         if limit is None and live is None and not kernel.widget_frontend(self.shell, "auto"):
             limit = HEADLESS_TURN_LIMIT_S  # headless (nbclient, papermill, terminal IPython): never forever
-        run_blocking(agent, line, live=has_frontend(self.shell), limit_s=limit)
+        run_blocking(self.agent, line, live=has_frontend(self.shell), limit_s=limit)
 
     def _session_flags(self, agent: Agent, line: Line) -> None:
         """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""
@@ -240,6 +246,52 @@ class ShiroMagics(Magics):
         if self._agent is not None:
             self._agent.close()
 
+
+#: a slash command's text, from the command table's runner (:func:`shiro_kernel.commands.run`)
+Answer = Callable[[], str]
+
+
+def _show(magics: ShiroMagics, live: LiveController | None, line: Line, answer: Answer | None) -> None:
+    from IPython.display import display
+
+    assert answer is not None  # a command line always has one
+    text = answer()
+    display({"text/plain": text, "text/markdown": f"```text\n{text}\n```"}, raw=True)
+
+
+def _give_a_prompt(*_: object) -> None:
+    from .line import GIVE_A_PROMPT
+
+    raise UsageError(f"%shiro: {GIVE_A_PROMPT}")
+
+
+def _queue(live: LiveController, line: Line, answer: Answer | None) -> None:
+    live.submit_line(line, answer)
+
+
+def _later(live: LiveController, line: Line, answer: Answer | None) -> None:
+    print("(from the next turn on: the running turn keeps the memory it started with)")  # applied already
+
+
+#: what a line does while a turn runs in the background (by :attr:`Line.action`): a command, a turn and a session
+#: switch queue behind it (a command's answer and a switch are made when its place comes); flags were applied for
+#: the turns that start from then on; an empty line is a usage error
+WHILE_BUSY: dict[str, Callable[[LiveController, Line, Answer | None], None]] = {
+    "command": _queue,
+    "turn": _queue,
+    "switch": _queue,
+    "flags": _later,
+    "empty": _give_a_prompt,
+}
+#: what a line does when no turn runs, after its session switch: a command's text is shown, a turn runs; switching
+#: session or setting flags needs nothing more; an empty line is a usage error
+WHEN_IDLE: dict[str, Callable[[ShiroMagics, LiveController | None, Line, Answer | None], None]] = {
+    "command": _show,
+    "turn": ShiroMagics._turn,
+    "switch": lambda *_: None,
+    "flags": lambda *_: None,
+    "empty": _give_a_prompt,
+}
 
 _BUILDING = threading.Lock()
 _parser: Any = None

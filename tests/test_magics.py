@@ -188,3 +188,13 @@ def test_a_prompt_is_sent_as_typed_never_expanded(shiro_shell, fake_openai):
     prompts = [r.body["input"][0]["content"] for r in fake_openai.requests]
     assert prompts[0] == "what does {secret_value} print, and $secret_value?"
     assert "{__import__('os').getpid()}" in json.dumps(fake_openai.requests[1].body)
+
+
+def test_the_magics_routing_is_a_table_of_every_action():
+    """Each ``Line.action`` has one route while a turn runs in the background and one when none does."""
+    from typing import get_args
+
+    from shiro_kernel.line import Action
+    from shiro_kernel.magics import WHEN_IDLE, WHILE_BUSY
+
+    assert set(WHILE_BUSY) == set(WHEN_IDLE) == set(get_args(Action))

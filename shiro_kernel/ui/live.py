@@ -191,10 +191,11 @@ class LiveController:
         return self.running is not None or bool(self.queue) or self.undoing is not None
 
     # -- submitting ----------------------------------------------------------------------------------
-    def submit_line(self, line: Line) -> int:
+    def submit_line(self, line: Line, answer: Callable[[], str] | None = None) -> int:
         """Show a live view for ``line`` in the current cell and start it, or queue it behind the running
         turn (returns the 1-based position; 0 when it started). Its session switch (``--new``, ``-c``,
-        ``-r``) is made just before the turn starts; a slash command runs then too."""
+        ``-r``) is made just before the turn starts; so is ``answer``, a slash command's text (the magic's
+        runner of the command table), shown in place of a turn."""
         from IPython.display import display
 
         from .widgets import TurnView
@@ -205,7 +206,7 @@ class LiveController:
             meter=lambda: context_percent(self.agent),
             tasks=lambda: self.agent.current.session.tasks.state(),
         )
-        prepare = self._prepare(line) if line.switches or line.action == "command" else None
+        prepare = self._prepare(line, answer) if line.switches or answer is not None else None
         item = LiveTurn(
             line,
             view=view,
@@ -223,10 +224,8 @@ class LiveController:
             print(f"queued (position {position})")
         return position
 
-    def _prepare(self, line: Line) -> Callable[[LiveTurn], str | None]:
+    def _prepare(self, line: Line, answer: Callable[[], str] | None) -> Callable[[LiveTurn], str | None]:
         def prepare(item: LiveTurn) -> str | None:
-            from .. import commands
-
             try:
                 said = (
                     self.agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
@@ -237,8 +236,8 @@ class LiveController:
                 return f"%shiro: {exc}"
             if line.action == "switch":
                 return said or "ok"
-            if line.action == "command":
-                return "\n".join(x for x in (said, commands.run(self.agent, line.prompt)) if x)
+            if answer is not None:
+                return "\n".join(x for x in (said, answer()) if x)
             return None
 
         return prepare
@@ -441,29 +440,31 @@ class LiveController:
                 answer()
             self._next()
 
-    def undo_line(self, line: str) -> None:
-        """``%shiro /undoable`` and ``%shiro /undo [CALL_ID]`` (:meth:`take_back`), never queued behind a turn. The
-        undo's report replaces a placeholder in this cell when done, so a front end asking silently reads it from
-        the same request; so does a listing asked while an undo runs (what it lists is true once that has ended)."""
+    def answer_at_once(self, answer: Callable[[], str]) -> None:
+        """A command that never queues behind a turn and only reads (``/undoable``; the magic reads the command
+        table, :data:`~shiro_kernel.commands.AT_ONCE`): ``answer``'s text in this cell now — or, while an undo runs,
+        in its place when that has ended, so what it lists is true then (a front end asking silently reads it from
+        the same request)."""
         from IPython.display import display
 
-        from .. import commands
-
-        name, _, arg = line.strip().partition(" ")
-        if name.lower() != "/undo" and self.undoing is None:
-            display(command_bundle(commands.run(self.agent, line)), raw=True)
+        if self.undoing is None:
+            display(command_bundle(answer()), raw=True)
             return
+        show = self._placeholder()
+        self._after_undo.append(lambda: show(answer()))
+
+    def take_back_in_cell(self, call_id: str | None, force: bool = False) -> None:
+        """``%shiro /undo [CALL_ID] [--force]`` (:meth:`take_back`), never queued behind a turn: its report replaces
+        a placeholder in this cell when done, so a front end asking silently reads it from the same request."""
+        self.take_back(call_id, self._placeholder(), force)
+
+    def _placeholder(self) -> Callable[[str], None]:
+        """Show :data:`TAKING_BACK` in this cell; what replaces it there."""
+        from IPython.display import display
+
         handle = display(command_bundle(TAKING_BACK), raw=True, display_id=True)
         parent, display_id = kernel.cell_parent(self.shell), getattr(handle, "display_id", None)
-
-        def show(text: str) -> None:
-            self.publish(command_bundle(text), parent, display_id)
-
-        if name.lower() == "/undo":
-            call_id, force = commands.undo_args(arg)
-            self.take_back(call_id, show, force)
-        else:
-            self._after_undo.append(lambda: show(commands.run(self.agent, line)))
+        return lambda text: self.publish(command_bundle(text), parent, display_id)
 
     # -- stopping and waiting ---------------------------------------------------------------------
     def stop(self, why: str = "dropped: the turn before it was stopped") -> None:

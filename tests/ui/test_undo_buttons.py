@@ -239,3 +239,31 @@ def test_a_listing_asked_while_an_undo_runs_is_answered_when_it_has_ended(shell,
         assert controller.wait_idle(20)
     said = [o.data.get("text/plain", "") for o in cap.outputs]
     assert said == [live.TAKING_BACK, json.dumps({"calls": []})], said
+
+
+def test_the_command_table_alone_says_what_never_queues_behind_a_turn(shell, fake_openai, monkeypatch):
+    """Routing once: the magic reads the table (``Command.when``), the controller runs what it is given. A made-up
+    command declared ``AT_ONCE`` answers while a turn runs; the same command without it queues behind the turn."""
+    from shiro_kernel import commands
+
+    asked: list[str] = []
+
+    def ping(agent: Any, arg: str) -> str:
+        asked.append(arg)
+        return f"pong {arg}"
+
+    monkeypatch.setitem(commands.COMMANDS, "/ping", commands.Command(ping, "/ping", "a test's", commands.AT_ONCE))
+    monkeypatch.setitem(commands.COMMANDS, "/later", commands.Command(ping, "/later", "a test's"))
+    assert commands.parse("/PING  a b ") == ("/PING", "a b", commands.COMMANDS["/ping"])
+    run(shell, "%shiro hello")  # the first turn makes the controller
+    controller = controller_of(shell)
+    assert controller.wait_idle(20)
+    fake_openai.enqueue(Fault.delay(1.5, Reply(text="thinking about it")))
+    run(shell, "%shiro anything else?")
+    assert controller.running is not None
+    assert run(shell, "%shiro /ping now").strip().endswith("pong now") and asked == ["now"]  # at once
+    assert controller.running is not None and not controller.queue
+    assert "queued (position 1)" in run(shell, "%shiro /later then")
+    assert asked == ["now"] and len(controller.queue) == 1  # behind the turn
+    assert controller.wait_idle(20)
+    assert asked == ["now", "then"]
