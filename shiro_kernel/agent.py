@@ -52,8 +52,7 @@ from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
-from .ui.money import budget_meter, unpriced_budget
-from .ui.session_text import resume_hint
+from .ui.money import unpriced_budget
 from .undo import checkpoints
 from .undo.checkpoints import Checkpointer
 from .undo.journal import CellReverter, Journal
@@ -168,20 +167,6 @@ class Agent:
             self.checkpointer(uuid7()),  # the rebuild is a turn of its own for undo
         )
         return text
-
-    # -- the footer ---------------------------------------------------------------------------------------
-    def footer(self) -> str:
-        saver, session = self.current.autosaver, self.current.session
-        saved = saver.saved_messages if (saver.writes or saver.error) else None
-        line = resume_hint(session, saved, str(saver.error) if saver.error else None)
-        meter = self.budget_meter()
-        return line + (f" · {meter}" if meter else "")
-
-    def budget_meter(self) -> str:
-        """``$0.0123 of $0.50 budget`` (the session's spend); '' without a budget."""
-        session = self.current.session
-        model = session.model or self.config.model
-        return budget_meter(session.usage.cost_usd, self.config.budget_usd, model, price_of(model) is not None)
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:

@@ -90,10 +90,11 @@ def _save(agent: Agent, arg: str) -> str:
 def _cost(agent: Agent, arg: str) -> str:
     from .store.short_ids import short_id
     from .ui.money import ESTIMATED, cost_line
+    from .ui.session_text import session_budget
 
     u = agent.current.session.usage
     cost = cost_line(u.cost_usd, agent.current.session.model or agent.config.model)
-    meter = agent.budget_meter()
+    meter = session_budget(agent)
     mark = "~" if u.estimated else ""
     cached = f" ({u.cached_input_tokens:,} of them cached)" if u.cached_input_tokens else ""
     estimated = f" {ESTIMATED}" if u.estimated else ""

@@ -24,6 +24,7 @@ from .render import (
     to_markdown,
     to_text,
 )
+from .session_text import footer
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -43,7 +44,7 @@ def context_percent(agent: Agent) -> int | None:
 def turn_details(agent: Agent) -> dict[str, Any]:
     """What a turn's final bundle shows beyond its events: footer, session, task list, context meter."""
     return {
-        "footer": agent.footer(),
+        "footer": footer(agent),
         "session_id": agent.current.session.id,
         "tasks": agent.current.session.tasks.state(),
         "resume": f"%shiro -r {short_id(agent.current.session.id)}",
