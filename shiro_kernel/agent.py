@@ -43,6 +43,7 @@ from .provider import Provider, ProviderSettings
 from .provider.client import answer
 from .provider.pricing import price_of
 from .recorder import Recorder, history_notice
+from .rerun.check import check_notebook
 from .store import files, private
 from .store.assets import assets
 from .store.history import PromptHistory
@@ -64,6 +65,14 @@ NO_MODEL_IN_CHECK = (
     "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
     "turn to replay, or says --again)"
 )
+
+
+def check_saved(path: Path, timeout: float) -> str:
+    """``notebook_check``'s check (:attr:`ToolContext.check <shiro_kernel.tools.base.ToolContext.check>`): the saved
+    notebook rerun in a fresh kernel (:func:`~shiro_kernel.rerun.check.check_notebook`), its summary."""
+    return check_notebook(path, timeout=timeout).summary()
+
+
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
 MERGE_RETRIES = 2
 
@@ -332,6 +341,7 @@ class Agent:
             notebook=self.live,
             approval=self.config.approval,
             approval_timeout_s=self.config.approval_timeout_s,
+            check=check_saved,
         )
 
     @property
@@ -359,6 +369,7 @@ class Agent:
             tasks=self.current.session.tasks,
             notes=self.notes(),
             memories=self.memories() if self.memory_enabled() else None,
+            check=check_saved,
         )
 
     def _instructions(

@@ -94,7 +94,7 @@ def _cost(agent: Agent, arg: str) -> str:
 
     u = agent.current.session.usage
     cost = cost_line(u.cost_usd, agent.current.session.model or agent.config.model)
-    meter = session_budget(agent)
+    meter = session_budget(agent.current.session, agent.config.budget_usd, agent.config.model)
     mark = "~" if u.estimated else ""
     cached = f" ({u.cached_input_tokens:,} of them cached)" if u.cached_input_tokens else ""
     estimated = f" {ESTIMATED}" if u.estimated else ""

@@ -16,7 +16,7 @@ from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions
 from shiro_kernel.ui.money import budget_message
-from shiro_kernel.ui.session_text import footer
+from shiro_kernel.ui.text_view import turn_details
 
 KEY = "sk-test-budget-0000"
 TOOLS = {
@@ -97,9 +97,9 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     monkeypatch.chdir(tmp_path)
     config = Shiro(model="gpt-4o", budget_usd=0.5)
     agent = Agent(None, config)
-    assert footer(agent) == "Nothing to save from this session. · $0.0000 of $0.50 budget"
+    assert turn_details(agent)["footer"] == "Nothing to save from this session. · $0.0000 of $0.50 budget"
     agent.current.session.usage = Usage(10, 10, 0.0123)
-    assert "$0.0123 of $0.50 budget" in footer(agent)
+    assert "$0.0123 of $0.50 budget" in turn_details(agent)["footer"]
     from shiro_kernel.commands import run as command
 
     assert command(agent, "/cost").endswith("cost $0.0123 ($0.0123 of $0.50 budget)")
@@ -115,7 +115,7 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
         "Shiro.budget_usd is $0.50, but my-local-model has no known price, so the budget "
         "cannot be checked; turns are not stopped by it"
     ]
-    assert "$0.50 budget not checked (no price for my-local-model)" in footer(agent2)
+    assert "$0.50 budget not checked (no price for my-local-model)" in turn_details(agent2)["footer"]
 
 
 def test_notebook_budget_stops_the_turn(fake_openai, tmp_path):

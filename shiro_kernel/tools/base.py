@@ -183,6 +183,9 @@ class ToolContext:
     approval_timeout_s: float = 600.0
     #: the call being run (set by the turn for each call)
     call_id: str = ""
+    #: reruns a saved notebook in a fresh kernel, at most the given seconds, and says which cells fail or differ
+    #: (``notebook_check``; the rerun wing's check, given by the agent); None where no check can run
+    check: Callable[[Path, float], str] | None = None
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.

@@ -1,6 +1,7 @@
 """``notebook_check``: rerun the saved notebook top to bottom in a fresh kernel (its ``%shiro`` cells
 replayed, no model) and say which cells fail or now differ from their saved outputs — hidden state, an
-out-of-order dependency — as ``shiro check`` and ``%shiro /check`` do (:mod:`shiro_kernel.rerun.check`).
+out-of-order dependency — as ``shiro check`` and ``%shiro /check`` do (:mod:`shiro_kernel.rerun.check`, which
+the agent gives the tool as :attr:`ToolContext.check <shiro_kernel.tools.base.ToolContext.check>`).
 
 It runs the notebook's code (in a kernel of its own, not the user's), so it asks for approval like
 ``python``; it never touches the user's namespace, so a background turn runs it off the kernel's thread.
@@ -17,14 +18,12 @@ CHECK_TIMEOUT_S = 600
 
 
 def _run(args: dict[str, Any], ctx: ToolContext) -> str:
-    from ..rerun.check import check_notebook
-
     path = ctx.notebook_path
     if path is None or not path.is_file():
         raise ToolError("there is no saved notebook to check (this kernel does not know its notebook file)")
-    return check_notebook(path, timeout=CHECK_TIMEOUT_S).summary() + (
-        "\n(the saved file was checked: changes not saved yet are not in it)"
-    )
+    if ctx.check is None:
+        raise ToolError("no notebook check can run here")
+    return ctx.check(path, CHECK_TIMEOUT_S) + ("\n(the saved file was checked: changes not saved yet are not in it)")
 
 
 notebook_check = Tool(

@@ -8,18 +8,15 @@ started in the last minute, which a later one of that minute cannot share).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from ..provider.pricing import price_of
 from ..session import Session
+from ..store.autosave import Autosaver
 from ..store.index import SessionInfo
 from ..store.records import title_of
 from ..store.short_ids import short_id
 from ..text import one_line
 from .money import budget_meter
-
-if TYPE_CHECKING:
-    from ..agent import Agent
 
 FAREWELL_TITLE = 52
 
@@ -75,21 +72,20 @@ def resume_hint(session: Session, saved: int | None = None, error: str | None = 
     return f"{saved_line(session, saved)} · {resume}"
 
 
-def footer(agent: Agent) -> str:
-    """A turn's footer from the agent's facts: what its session record holds (:func:`resume_hint`) and the budget
-    meter (:func:`session_budget`)."""
-    saver, session = agent.current.autosaver, agent.current.session
+def footer(session: Session, saver: Autosaver, budget: float | None, model: str) -> str:
+    """A turn's footer from the session's facts: what its record holds (``saver``'s writes, :func:`resume_hint`)
+    and the budget meter (:func:`session_budget`; ``budget``: ``Shiro.budget_usd``; ``model``: the setting's)."""
     saved = saver.saved_messages if (saver.writes or saver.error) else None
     line = resume_hint(session, saved, str(saver.error) if saver.error else None)
-    meter = session_budget(agent)
+    meter = session_budget(session, budget, model)
     return line + (f" · {meter}" if meter else "")
 
 
-def session_budget(agent: Agent) -> str:
-    """``$0.0123 of $0.50 budget`` (the session's spend against ``Shiro.budget_usd``); '' without a budget."""
-    session = agent.current.session
-    model = session.model or agent.config.model
-    return budget_meter(session.usage.cost_usd, agent.config.budget_usd, model, price_of(model) is not None)
+def session_budget(session: Session, budget: float | None, model: str) -> str:
+    """``$0.0123 of $0.50 budget`` (the session's spend against ``budget``); '' without a budget. ``model``: the
+    setting's, where the session has none of its own."""
+    model = session.model or model
+    return budget_meter(session.usage.cost_usd, budget, model, price_of(model) is not None)
 
 
 __all__ = [

@@ -44,7 +44,7 @@ def context_percent(agent: Agent) -> int | None:
 def turn_details(agent: Agent) -> dict[str, Any]:
     """What a turn's final bundle shows beyond its events: footer, session, task list, context meter."""
     return {
-        "footer": footer(agent),
+        "footer": footer(agent.current.session, agent.current.autosaver, agent.config.budget_usd, agent.config.model),
         "session_id": agent.current.session.id,
         "tasks": agent.current.session.tasks.state(),
         "resume": f"%shiro -r {short_id(agent.current.session.id)}",

@@ -23,7 +23,7 @@ from shiro_kernel.store.autosave import Autosaver
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.store.short_ids import short_id
 from shiro_kernel.transcript import Message, TextPart
-from shiro_kernel.ui.session_text import footer
+from shiro_kernel.ui.text_view import turn_details
 
 
 def chat(prompt: str, sid: str | None = None, notebook: str | None = "/w/nb.ipynb") -> Session:
@@ -166,7 +166,7 @@ def test_the_autosaver_follows_a_moved_session_and_the_agent_says_so(tmp_path: P
     assert warning is not None and "changed by another kernel" in warning and short_id(sid) in warning
     assert agent.current.session.id != sid and agent.current.autosaver.lease is not None
     assert agent.current.autosaver.lease.session_id == agent.current.session.id
-    assert footer(agent).startswith("Saved 3 messages")
+    assert turn_details(agent)["footer"].startswith("Saved 3 messages")
     assert len(json.loads(other.path_for(agent.current.session.id).read_text())["messages"]) == 3
     assert agent.current.save_now() is None  # said once
     agent.close()
@@ -184,7 +184,7 @@ def test_two_agents_resume_one_session_one_forks_and_both_footers_are_true(tmp_p
     for agent, text in ((first, "a"), (second, "b")):
         agent.current.session.append(Message.user(text))
         assert agent.current.save_now() is None
-        n = int(footer(agent).split()[1])
+        n = int(turn_details(agent)["footer"].split()[1])
         assert n == 3 and len(agent.current.store.load(agent.current.session.id).messages) == 3
     # resuming the session this kernel already has open keeps it (no copy, nothing reloaded)
     assert "another kernel" not in first.current.resume(short_id(first.current.session.id))
