@@ -71,7 +71,9 @@ def _sessions(agent: Agent, arg: str) -> str:
 def _resume(agent: Agent, arg: str) -> str:
     if not arg:
         return "usage: /resume <session-id>"
-    return agent.current.resume(arg)
+    from .ui.session_text import started
+
+    return started(agent.current.resume(arg)) or ""
 
 
 def _save(agent: Agent, arg: str) -> str:

@@ -10,6 +10,7 @@ also keeps what the wire copy knows of the session between turns (:attr:`Current
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,26 @@ from .store.autosave import Autosaver
 from .store.lease import Lease
 from .store.sessions import SessionStore
 from .store.short_ids import short_id
-from .ui.session_text import resumed_line
 
 #: what a turn or ``/save`` says when the record could not be written
 SAVE_FAILED = (
     "could not save the session: {why}. The conversation is kept in this kernel; free some space or "
     "point SHIRO_HOME at a writable folder, then run %shiro /save"
 )
+
+
+@dataclass(frozen=True)
+class Started:
+    """What choosing the session did, for the words the user reads (:func:`shiro_kernel.ui.session_text.started`):
+    the records set aside (``notes``), the session resumed, what resuming it repaired and which variables are gone
+    (``after``), and the copy made when another kernel has it open (``forked``)."""
+
+    notes: tuple[str, ...] = ()
+    resumed: Session | None = None
+    after: str = ""
+    forked: str = ""
+    #: the resumed record's messages as it was read (before the repairs ``after`` names)
+    messages: int = 0
 
 
 class Current:
@@ -71,8 +85,8 @@ class Current:
         self.started = True
         self.lost, self.tell_lost = {}, False
 
-    def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> str | None:
-        """Choose the session before a turn; returns the lines to show (or None).
+    def start(self, *, new: bool = False, cont: bool = False, resume: str | None = None) -> Started:
+        """Choose the session before a turn; what it did (:class:`Started`).
 
         The first ``%shiro`` of a kernel continues the newest session recorded for this notebook;
         ``--new`` starts a fresh one; ``-c`` continues the newest for this notebook; ``-r PREFIX``
@@ -83,9 +97,9 @@ class Current:
             return self.resume(resume)
         if new:
             self.switch_to(Session(notebook_path=self._notebook()))
-            return None
+            return Started()
         if not (cont or not self.started):
-            return None
+            return Started()
         notes: list[str] = []
         try:  # this notebook's records that cannot be read: set aside and said, never skipped silently
             unreadable = self.store.unreadable_for_notebook(self._notebook(), cwd=str(Path.cwd()))
@@ -99,49 +113,54 @@ class Current:
                 self.started = True
                 if cont and info is None:
                     raise RequestError("no saved session for this notebook")
-                return "\n".join(dict.fromkeys(notes)) or None
+                return Started(tuple(dict.fromkeys(notes)))
             try:
                 taken = self.store.take(info.id)  # a copy when another live kernel has it open
             except CorruptFile as exc:
                 notes.append(self.set_aside(info.id, exc))
                 continue
             self.switch_to(taken.session, taken.lease)
-            line = self.restart_notice(resumed_line(taken.session))
-            return "\n".join([*dict.fromkeys(notes), line, *([taken.note()] if taken.forked_from else [])])
+            forked = taken.note() if taken.forked_from else ""
+            read = len(taken.session.messages)
+            return Started(tuple(dict.fromkeys(notes)), taken.session, self.restart_notice(), forked, read)
         self.started = True
-        return "\n".join(dict.fromkeys(notes)) or None
+        return Started(tuple(dict.fromkeys(notes)))
 
     def set_aside(self, session_id: str, exc: CorruptFile) -> str:
         moved = self.store.set_aside(session_id)
         where = f"; it was moved to {moved}" if moved else ""
         return f"session {short_id(session_id)} could not be read ({exc.reason}){where}"
 
-    def resume(self, prefix: str) -> str:
+    def resume(self, prefix: str) -> Started:
         """``-r ID`` and ``/resume ID``: the session with that id or unique prefix becomes current."""
         sid = self.store.resolve(prefix)
         if sid == self.session.id:  # already current: the record may be older than what is in memory
-            return self.restart_notice(resumed_line(self.session))
+            read = len(self.session.messages)
+            return Started(resumed=self.session, after=self.restart_notice(), messages=read)
         try:
             taken = self.store.take(sid)  # a copy when another live kernel has it open
         except CorruptFile as exc:
             raise RequestError(self.set_aside(sid, exc)) from None
         self.switch_to(taken.session, taken.lease)
-        line = self.restart_notice(resumed_line(taken.session))
-        return f"{line}\n{taken.note()}" if taken.forked_from else line
+        read, forked = len(taken.session.messages), taken.note() if taken.forked_from else ""
+        return Started(resumed=taken.session, after=self.restart_notice(), forked=forked, messages=read)
 
-    def restart_notice(self, line: str) -> str:
+    def restart_notice(self) -> str:
+        """What resuming the session repaired in its history and which of its variables are gone: the lines after
+        the resumed one ('' for none)."""
         # the request validator also runs on resume: a record written by an older version, edited by
         # hand or cut short by a crash is repaired once, here, and the user is told what changed
         fixed, repairs = rules.check_and_repair(self.session.messages, store=self._store_setting())
         shown = rules.notable(repairs)
+        lines = []
         if shown:
             self.session.messages[:] = fixed
             self.session.changed()
-            line += "\nrepaired the resumed history: " + "; ".join(shown)
+            lines.append("repaired the resumed history: " + "; ".join(shown))
         self.lost = restart.missing(self.session.messages, self._namespace())
         self.tell_lost = bool(self.lost)
         notice = restart.notice(list(self.lost))
-        return f"{line}\n{notice}" if notice else line
+        return "\n".join([*lines, *([notice] if notice else [])])
 
     def lost_now(self) -> list[str]:
         """The lost variables that are still missing from the namespace."""

@@ -142,6 +142,7 @@ class ShiroMagics(Magics):
         from . import commands
         from .config import agent_variant
         from .notebook import run_by_agent
+        from .ui.session_text import started
 
         if run_by_agent(self.shell, self.cell_id):  # a turn's notebook_run reached this cell: no turn in a turn
             print(RUN_BY_AGENT)
@@ -168,7 +169,7 @@ class ShiroMagics(Magics):
                 WHILE_BUSY[action](live, line, answer)
                 return
             live.wait_idle()  # wait for the running turn and everything queued before this one
-        said = agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
+        said = started(agent.current.start(new=line.new, cont=line.cont, resume=line.resume))
         if said:
             print(said)
         WHEN_IDLE[action](self, live, line, answer)

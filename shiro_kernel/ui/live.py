@@ -43,6 +43,7 @@ from ..plan import Frontend
 from . import kernel
 from .asking import ask_user
 from .call_preview import preview
+from .session_text import started
 from .text_view import context_percent, final_bundle
 
 if TYPE_CHECKING:
@@ -228,7 +229,7 @@ class LiveController:
         def prepare(item: LiveTurn) -> str | None:
             try:
                 said = (
-                    self.agent.current.start(new=line.new, cont=line.cont, resume=line.resume)
+                    started(self.agent.current.start(new=line.new, cont=line.cont, resume=line.resume))
                     if line.switches
                     else None
                 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..current import Started
 from ..provider.pricing import price_of
 from ..session import Session
 from ..store.autosave import Autosaver
@@ -36,15 +37,24 @@ def format_rows(infos: Iterable[SessionInfo]) -> str:
     return "\n".join(rows) if rows else "no saved sessions"
 
 
-def resumed_line(session: Session | SessionInfo) -> str:
+def resumed_line(session: Session | SessionInfo, messages: int | None = None) -> str:
     """``resumed <short id> — <n> messages: "<title>"`` (the title left out when untitled): the one line
-    for ``-r``, ``/resume`` and the automatic resume of a reopened notebook."""
+    for ``-r``, ``/resume`` and the automatic resume of a reopened notebook; ``messages``: the count as read,
+    where the session has been repaired since."""
     if isinstance(session, Session):
-        n, title = len(session.messages), title_of(session.messages)
+        n, title = len(session.messages) if messages is None else messages, title_of(session.messages)
     else:
         n, title = session.messages, session.title
     line = f"resumed {short_id(session.id)} — {plural(n, 'message')}"
     return line + (f': "{title}"' if title and title != "untitled" else "")
+
+
+def started(what: Started) -> str | None:
+    """What choosing the session did, in the lines the user reads (or None): the records set aside, the resumed line
+    (:func:`resumed_line`) with what resuming repaired and which variables are gone, the copy made."""
+    resumed = [resumed_line(what.resumed, what.messages)] if what.resumed is not None else []
+    lines = [*what.notes, *resumed, *([what.after] if what.after and resumed else []), *filter(None, [what.forked])]
+    return "\n".join(lines) or None
 
 
 def saved_line(session: Session, saved: int | None = None) -> str:
@@ -97,4 +107,5 @@ __all__ = [
     "resumed_line",
     "saved_line",
     "session_budget",
+    "started",
 ]

@@ -17,6 +17,7 @@ from shiro_kernel.plan import Frontend
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, ToolCallPart, ToolResultPart
+from shiro_kernel.ui.session_text import started
 
 KEY = "sk-test-restart-0000"
 
@@ -119,7 +120,7 @@ def _saved(code: str) -> Session:
 def test_resume_reports_lost_variables_and_rebuild_follows_approval(shell, approval):
     session = _saved("import math\nradius = 2\narea = math.pi * radius ** 2")
     agent = Agent(shell, Shiro(approval=approval))
-    line = agent.current.start(resume=session.id[:8])
+    line = started(agent.current.start(resume=session.id[:8])) or ""
     assert line.splitlines()[-1] == (
         "kernel restarted: 3 variables from earlier turns are gone (math, radius, "
         "area) — %shiro /rebuild re-runs the code that made them"
@@ -143,7 +144,7 @@ def test_same_kernel_resume_has_nothing_lost(shell):
     session = _saved("kept = 1")
     shell.user_ns["kept"] = 1
     agent = Agent(shell, Shiro())
-    assert "kernel restarted" not in agent.current.start(resume=session.id[:8])
+    assert "kernel restarted" not in (started(agent.current.start(resume=session.id[:8])) or "")
     assert agent.current.lost == {}
 
 

@@ -23,6 +23,7 @@ from shiro_kernel.store.autosave import Autosaver
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.store.short_ids import short_id
 from shiro_kernel.transcript import Message, TextPart
+from shiro_kernel.ui.session_text import started
 from shiro_kernel.ui.text_view import turn_details
 
 
@@ -177,7 +178,7 @@ def test_two_agents_resume_one_session_one_forks_and_both_footers_are_true(tmp_p
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "nb.ipynb"))
     SessionStore(tmp_path / "sessions").save(chat("seed", notebook=str(tmp_path / "nb.ipynb")))
     first, second = Agent(None, Shiro()), Agent(None, Shiro())
-    line_a, line_b = first.current.start(), second.current.start()
+    line_a, line_b = started(first.current.start()), started(second.current.start())
     assert line_a is not None and "resumed" in line_a and "another kernel" not in line_a
     assert line_b is not None and "is open in another kernel" in line_b
     assert first.current.session.id != second.current.session.id
@@ -187,7 +188,7 @@ def test_two_agents_resume_one_session_one_forks_and_both_footers_are_true(tmp_p
         n = int(turn_details(agent)["footer"].split()[1])
         assert n == 3 and len(agent.current.store.load(agent.current.session.id).messages) == 3
     # resuming the session this kernel already has open keeps it (no copy, nothing reloaded)
-    assert "another kernel" not in first.current.resume(short_id(first.current.session.id))
+    assert "another kernel" not in (started(first.current.resume(short_id(first.current.session.id))) or "")
     first.close()
     second.close()
 
