@@ -30,7 +30,7 @@ from .context.offer import Offer, lean_for, with_loader
 from .context.prompt import build_system_prompt
 from .current import Current
 from .errors import CorruptFile, RequestError, StoreError
-from .events import Event, Notice, Observer, TurnEnd
+from .events import BudgetUnchecked, Event, Notice, Observer, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
 from .memory.named import MemoryStore, normalize_mute_list
@@ -53,7 +53,6 @@ from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
-from .ui.money import unpriced_budget
 from .undo import checkpoints
 from .undo.checkpoints import Checkpointer
 from .undo.journal import CellReverter, Journal
@@ -546,7 +545,7 @@ class Agent:
         if price_of(model) is None:
             if not self._budget_warned:
                 self._budget_warned = True
-                emit(Notice(unpriced_budget(budget, model), kind="warning"))
+                emit(BudgetUnchecked(budget, model))
             return None
         return float(budget)
 

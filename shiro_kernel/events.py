@@ -140,6 +140,15 @@ class BudgetReached:
 
 
 @dataclass
+class BudgetUnchecked:
+    """``Shiro.budget_usd`` is set, but ``model`` has no known price: the budget cannot be checked and stops no turn
+    (said once per kernel). Views say so in money (:func:`shiro_kernel.ui.money.unpriced_budget`)."""
+
+    budget_usd: float
+    model: str
+
+
+@dataclass
 class NumbersChecked:
     """The answer's numbers looked up in this turn's tool outputs (issue 28), sent just before
     :class:`TurnEnd`: ``numbers`` is :func:`shiro_kernel.numbers.turn_check.check_turn`'s list (``text``,
@@ -158,7 +167,16 @@ class TurnEnd:
 
 
 TurnEvent = (
-    StepStart | ToolStart | ToolProgress | ToolEnd | Notice | BudgetReached | Recorded | NumbersChecked | TurnEnd
+    StepStart
+    | ToolStart
+    | ToolProgress
+    | ToolEnd
+    | Notice
+    | BudgetReached
+    | BudgetUnchecked
+    | Recorded
+    | NumbersChecked
+    | TurnEnd
 )
 Event = ProviderEvent | TurnEvent
 

@@ -8,7 +8,7 @@ from kernelutil import outputs_text, run_notebook
 
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
-from shiro_kernel.events import BudgetReached, Notice, TurnEnd, Usage
+from shiro_kernel.events import BudgetReached, BudgetUnchecked, Notice, TurnEnd, Usage
 from shiro_kernel.plan import Frontend
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
@@ -16,6 +16,7 @@ from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.turn import Turn, TurnOptions
 from shiro_kernel.ui.money import budget_message
+from shiro_kernel.ui.render import TurnLog
 from shiro_kernel.ui.text_view import turn_details
 
 KEY = "sk-test-budget-0000"
@@ -110,7 +111,11 @@ def test_footer_meter_and_unpriced_notice_once(monkeypatch, fake_openai, tmp_pat
     seen: list = []
     assert agent2.ask("hi", Frontend(on_event=seen.append)).reason == "answered"
     assert agent2.ask("again", Frontend(on_event=seen.append)).reason == "answered"  # not blocked
-    unpriced = [e.text for e in seen if isinstance(e, Notice)]
+    assert [e for e in seen if isinstance(e, BudgetUnchecked)] == [BudgetUnchecked(0.5, "my-local-model")]  # once
+    log = TurnLog()
+    for event in seen:
+        log.feed(event)
+    unpriced = [e.text for e in log.entries if isinstance(e, Notice)]  # the view words it
     assert unpriced == [
         "Shiro.budget_usd is $0.50, but my-local-model has no known price, so the budget "
         "cannot be checked; turns are not stopped by it"

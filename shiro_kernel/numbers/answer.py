@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeGuard
 
-from ..events import BudgetReached, Event, Notice, TextDelta, ToolStart
+from ..events import BudgetReached, BudgetUnchecked, Event, Notice, TextDelta, ToolStart
 from ..transcript import Message
 
 
-def ends_block(event: Event) -> TypeGuard[ToolStart | Notice | BudgetReached]:
+def ends_block(event: Event) -> TypeGuard[ToolStart | Notice | BudgetReached | BudgetUnchecked]:
     """Is ``event`` shown as an entry of its own between blocks of text (a tool row, a notice, the budget's
     line)? The text after it is a new block."""
-    return isinstance(event, (ToolStart, Notice, BudgetReached))
+    return isinstance(event, (ToolStart, Notice, BudgetReached, BudgetUnchecked))
 
 
 class AnswerBlock:

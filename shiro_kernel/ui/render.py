@@ -22,6 +22,7 @@ from typing import Any
 
 from ..events import (
     BudgetReached,
+    BudgetUnchecked,
     Event,
     Notice,
     NumbersChecked,
@@ -37,7 +38,7 @@ from ..events import (
 from ..numbers.answer import ends_block
 from ..text import first_line, one_line
 from . import marks, outputs
-from .money import budget_message, tokens
+from .money import budget_message, tokens, unpriced_budget
 from .sanitize import inert_line, inert_markdown, md_code, md_to_html, plain_text
 
 
@@ -137,7 +138,7 @@ class TurnLog:
 FROM_TEXT = "(read from the model's text)"
 
 
-def _entry(event: ToolStart | Notice | BudgetReached) -> ToolRow | Notice:
+def _entry(event: ToolStart | Notice | BudgetReached | BudgetUnchecked) -> ToolRow | Notice:
     """The log's entry for an event that ends a block of text (:func:`~shiro_kernel.numbers.answer.ends_block`):
     a tool row, the notice, or the budget's line as a notice."""
     if isinstance(event, ToolStart):
@@ -151,6 +152,8 @@ def _entry(event: ToolStart | Notice | BudgetReached) -> ToolRow | Notice:
         )
     if isinstance(event, BudgetReached):  # the turn deals in numbers; the line is the view's
         return Notice(budget_message(event.spent_usd, event.budget_usd), kind="warning")
+    if isinstance(event, BudgetUnchecked):
+        return Notice(unpriced_budget(event.budget_usd, event.model), kind="warning")
     return event
 
 

@@ -12,6 +12,7 @@ import pytest
 from shiro_kernel import events
 from shiro_kernel.events import (
     BudgetReached,
+    BudgetUnchecked,
     Done,
     Error,
     Event,
@@ -50,6 +51,7 @@ ONE_OF_EACH: list[Event] = [
     ToolEnd(CALL, RESULT, 0.1),
     Notice("context compacted", kind="compacted"),
     BudgetReached(1.0, 1.0),
+    BudgetUnchecked(0.5, "my-local-model"),
     Recorded({"prompt": PROMPT}),
     NumbersChecked([]),
     TurnEnd("answered", Usage()),
