@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -42,7 +42,7 @@ from .plan import HEADLESS, Frontend, Ready, plan
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
 from .provider.pricing import price_of
-from .recorder import Recorder, history_notice
+from .recorder import CellSnapshot, ReplayRecord, SaveRecord, SideNotices, history_notice
 from .rerun.check import check_notebook
 from .store import files, private
 from .store.assets import assets
@@ -231,7 +231,16 @@ class Agent:
         :class:`RequestError` for a bad line."""
         line = Line(prompt=line) if isinstance(line, str) else line
         ready = self.begin(line, front)
-        observers = [self._write_ahead(), self._recorder(line, ready), self._numbers(line, ready), front.on_event]
+        current, notebook = self.current, self.notebook
+        observers: list[Observer | None] = [
+            self._write_ahead(),
+            ReplayRecord(ready.session, line, self.tools, ran=self.turns_here, turn_id=ready.turn_id),
+            SideNotices(self._side(line)),
+            CellSnapshot(lambda: current.snapshot_cells(notebook)),
+            SaveRecord(ready.session, current.save_now),
+            self._numbers(line, ready),
+            front.on_event,
+        ]
         turn = plan(ready, line, front, self.config, [o for o in observers if o is not None], self.abort)
         if not keep_abort:
             self.abort.clear()
@@ -486,24 +495,14 @@ class Agent:
         """A call that changes something is written to the record before it runs (:mod:`~.store.writeahead`)."""
         return WriteAhead(self.current.autosaver, changes_something(self.tools))
 
-    def _recorder(self, line: Line, ready: Ready) -> Observer:
-        """What is kept of the turn when it ends (:mod:`~shiro_kernel.recorder`); the prompt history is appended
-        meanwhile, off the turn's path, and an older, looser SHIRO_HOME made private once per kernel."""
+    def _side(self, line: Line) -> list[Callable[[], Iterable[Notice]]]:
+        """What is said on the side when the turn ends (:class:`~shiro_kernel.recorder.SideNotices`): the prompt
+        history, appended meanwhile off the turn's path; an older, looser SHIRO_HOME made private once per kernel;
+        MCP's notices; the steps the user took back."""
         history_job = files.background(self.history().append, line.prompt)
         if self._tighten is None:
             self._tighten = files.background(private.tighten_home)
-        current = self.current
-        notebook = self.notebook
-        return Recorder(
-            current.session,
-            line,
-            self.tools,
-            ran=self.turns_here,
-            save=current.save_now,
-            snapshot=lambda: current.snapshot_cells(notebook),
-            side=(lambda: history_notice(history_job), self._tightened, self.mcp.notices, self._undo_said),
-            turn_id=ready.turn_id,
-        )
+        return [lambda: history_notice(history_job), self._tightened, self.mcp.notices, self._undo_said]
 
     def _numbers(self, line: Line, ready: Ready) -> Observer | None:
         """The answer's numbers looked up in the turn's outputs (``Shiro.check_numbers``; None: off)."""

@@ -1,16 +1,17 @@
-"""What the agent keeps of a turn when it ends: one observer of the turn's events (:class:`Recorder`).
+"""What the agent keeps of a turn when it ends: four observers of the turn's events, each one concern, in the order
+:meth:`Agent.ask <shiro_kernel.agent.Agent.ask>` lists them — at :class:`~shiro_kernel.events.TurnEnd`, before the
+numbers check and the view see it, so the footer tells the truth:
 
-At :class:`~shiro_kernel.events.TurnEnd` — before the numbers check and the view see it, so the footer tells the
-truth — the turn is
-
-* recorded for replay (:func:`~shiro_kernel.rerun.find.record_turn_end`: its messages and cell in the session,
-  its calls in the saved bundle, said by a :class:`~shiro_kernel.events.Recorded` event) and counted as run in
-  this kernel (a rerun of its cell here asks the model);
-* saved: the record written before the footer says it is (a failure is one warning, the conversation kept in
-  the kernel);
-
-and what was done on the side is said: the prompt history appended meanwhile (off the turn's path), an older
-SHIRO_HOME made private, an MCP server that died during the turn.
+1. :class:`ReplayRecord` — the turn recorded for replay (:func:`~shiro_kernel.rerun.find.record_turn_end`: its
+   messages and cell in the session, its calls in the saved bundle, said by a
+   :class:`~shiro_kernel.events.Recorded` event) and counted as run in this kernel (a rerun of its cell here asks
+   the model);
+2. :class:`SideNotices` — what was done on the side, said: the prompt history appended meanwhile (off the turn's
+   path), an older SHIRO_HOME made private, an MCP server that died during the turn, steps the user took back;
+3. :class:`CellSnapshot` — the notebook's cells as the turn left them, for the next turn's "changed outside the
+   agent";
+4. :class:`SaveRecord` — the record written before the footer says it is (a failure is one warning, the
+   conversation kept in the kernel).
 """
 
 from __future__ import annotations
@@ -30,20 +31,14 @@ from .tools import Tool
 
 
 @dataclass
-class Recorder:
-    """The observer that keeps a turn of ``session`` (made from ``line``) when it ends (see the module)."""
+class ReplayRecord:
+    """Records the turn of ``session`` (made from ``line``) for replay when it ends, and adds it to ``ran``."""
 
     session: Session
     line: Line
     tools: Mapping[str, Tool]
     #: the ids of the turns run or replayed in this kernel (the agent's): this one is added
     ran: set[str]
-    #: writes the record now; a note when it went under a new id; raises StoreError
-    save: Callable[[], str | None]
-    #: the notebook's cells as the turn left them, for the next turn's "changed outside the agent"
-    snapshot: Callable[[], None]
-    #: what else there is to say when the turn ends (each gives its notices, or none)
-    side: Sequence[Callable[[], Iterable[Notice]]] = ()
     turn_id: str = field(default_factory=uuid7)
 
     def __post_init__(self) -> None:
@@ -52,25 +47,54 @@ class Recorder:
     def __call__(self, event: Event) -> list[Event] | None:
         if not isinstance(event, TurnEnd):
             return None
-        out: list[Event] = []
         self.ran.add(self.turn_id)
         line = self.line
         fields = record_turn_end(
             self.session, line.prompt, line.cell_id, line.ordinal, self.since, self.turn_id, self.tools
         )
-        if fields is not None:
-            out.append(Recorded(fields))
-        for said in self.side:
-            out.extend(said())
-        self.snapshot()
-        if self.session.messages:
-            try:
-                note = self.save()
-            except StoreError as exc:
-                note = SAVE_FAILED.format(why=exc)
-            if note:
-                out.append(Notice(note, kind="warning"))
-        return [*out, event]
+        return [Recorded(fields), event] if fields is not None else None
+
+
+@dataclass
+class SideNotices:
+    """Says, when the turn ends, what each of ``side`` has to say (each gives its notices, or none)."""
+
+    side: Sequence[Callable[[], Iterable[Notice]]] = ()
+
+    def __call__(self, event: Event) -> list[Event] | None:
+        if not isinstance(event, TurnEnd):
+            return None
+        said: list[Event] = [n for notices in self.side for n in notices()]
+        return [*said, event] if said else None
+
+
+@dataclass
+class CellSnapshot:
+    """Takes the notebook's cells as the turn left them (``snapshot``) when it ends."""
+
+    snapshot: Callable[[], None]
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TurnEnd):
+            self.snapshot()
+
+
+@dataclass
+class SaveRecord:
+    """Writes the record of ``session`` when the turn ends (``save``: now; a note when it went under a new id;
+    raises StoreError), and says a note or a failure before the end."""
+
+    session: Session
+    save: Callable[[], str | None]
+
+    def __call__(self, event: Event) -> list[Event] | None:
+        if not isinstance(event, TurnEnd) or not self.session.messages:
+            return None
+        try:
+            note = self.save()
+        except StoreError as exc:
+            note = SAVE_FAILED.format(why=exc)
+        return [Notice(note, kind="warning"), event] if note else None
 
 
 def history_notice(job: Future[bool]) -> list[Notice]:
@@ -84,4 +108,4 @@ def history_notice(job: Future[bool]) -> list[Notice]:
     return []
 
 
-__all__ = ["Recorder", "history_notice"]
+__all__ = ["CellSnapshot", "ReplayRecord", "SaveRecord", "SideNotices", "history_notice"]
