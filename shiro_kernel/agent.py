@@ -53,9 +53,7 @@ from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
 from .transcript import Message
-from .undo import checkpoints
-from .undo.checkpoints import Checkpointer
-from .undo.journal import CellReverter, Journal
+from .undo.kernel import Undo
 
 #: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on
 UNDO_WHILE_TURNING = "not undone: a turn is running; take steps back once it has ended (Stop ends it now)"
@@ -116,7 +114,7 @@ class Agent:
         self._built: tuple[tuple[object, ...], str] | None = None  # the session's instructions, by what they hold
         self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
         #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
-        self.undo = Journal(lambda: float(self.config.undo_max_mb))
+        self.undo = Undo(lambda: float(self.config.undo_max_mb))
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -172,7 +170,7 @@ class Agent:
             self.tools,
             self.config.approval,
             ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook),
-            self.checkpointer(uuid7()),  # the rebuild is a turn of its own for undo
+            self.undo.checkpointer(uuid7()),  # the rebuild is a turn of its own for undo
         )
         return text
 
@@ -291,7 +289,7 @@ class Agent:
             state=self._state(context),
             budget_usd=self._budget(model, emit),
             turn_id=(turn_id := uuid7()),
-            checkpoint=self.checkpointer(turn_id),
+            checkpoint=self.undo.checkpointer(turn_id),
             specs=offer.specs,
             workspace=told,
             answer_step=answer_step,
@@ -416,7 +414,7 @@ class Agent:
         the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
         the agent since its last turn; the numbers of the last answer that no tool output had."""
         tell_lost, self.current.tell_lost = self.current.tell_lost, False
-        undone = self.undo.note()  # steps the user took back since the model last heard: told all this turn
+        undone = self.undo.journal.note()  # steps the user took back since the model last heard: told all this turn
         numbers = self.numbers.note(self.current.session, self.config.check_numbers)  # the last answer's, all this turn
         before = self.current.session.cells
         changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
@@ -430,14 +428,8 @@ class Agent:
         return state
 
     # -- undo ------------------------------------------------------------------------------------------
-    def checkpointer(self, turn_id: str) -> Checkpointer | None:
-        """What a call of the turn may change, kept just before it runs (None: ``Shiro.undo_max_mb`` is 0)."""
-        if self.config.undo_max_mb <= 0:
-            return None
-        return checkpoints.checkpointer(self.undo, turn_id)
-
     def _undo_said(self) -> list[Notice]:
-        return [Notice(text, kind="warning") for text in self.undo.said()]
+        return [Notice(text, kind="warning") for text in self.undo.journal.said()]
 
     def undo_back(
         self,
@@ -446,49 +438,10 @@ class Agent:
         *,
         force: bool = False,
     ) -> str:
-        """``/undo``: the last turn's steps taken back, newest first; with ``call_id``, that step and every one after
-        it. Only what is still as the steps left it; what the user changed since is kept and named, unless
-        ``force`` (``/undo --force``). What was restored, kept and could not be, in words; refused while a turn runs.
-
-        ``on_main``: called off the kernel's thread (an Undo button, :meth:`~shiro_kernel.ui.live.LiveController.
-        take_back`), the accepted cell changes are reverted from here, where the front end's answers can arrive
-        (they reach the kernel only while its thread is idle), and the names and files are put back on the kernel's
-        thread through ``on_main``. On the kernel's thread a live notebook's cells cannot be reverted (said)."""
+        """``/undo`` and the Undo buttons (:meth:`~shiro_kernel.undo.kernel.Undo.back`), refused while a turn runs."""
         if self.turning:
             return UNDO_WHILE_TURNING
-        steps = self.undo.last_turn(force) if call_id is None else self.undo.since(call_id)
-        if not steps:
-            return self._nothing_to_undo(call_id)
-        live = self.live
-        revert: CellReverter | None = live.revert if live is not None else None
-        cell_calls = [s.call_id for s in steps if s.cells]
-        if on_main is not None and live is not None and cell_calls:
-            lines = live.revert(cell_calls)  # off the kernel's thread: the front end's answers can arrive
-            revert = lambda _calls: lines  # noqa: E731  # what the reverts did, for the report
-
-        def back() -> str:
-            ns = self._user_ns()
-            again = "%shiro /undo" + (f" {call_id}" if call_id else "") + " --force"
-            return self.undo.take_back(
-                steps, ns if ns is not None else {}, revert, force=force, force_command=again
-            ).text()
-
-        return on_main(back) if on_main is not None else back()
-
-    def _nothing_to_undo(self, call_id: str | None) -> str:
-        if call_id is not None:
-            return (
-                f"nothing to undo for {call_id}: its step has no checkpoint in this kernel (it was undone already, it "
-                "only read, it was made before this kernel started, or its checkpoint was dropped for room)"
-            )
-        if self.undo.steps:
-            return "nothing more to undo: the steps of this kernel's turns that can be taken back were taken back"
-        if self.current.session.turns or any(m.role == "tool" for m in self.current.session.messages):
-            return (
-                "nothing to undo in this kernel: undo checkpoints live in the kernel's memory only, and this "
-                "session's turns ran before the kernel (re)started, or were undone already"
-            )
-        return "nothing to undo: no step of this kernel's turns changed anything"
+        return self.undo.back(call_id, self._user_ns, self.live, self.current.session, on_main=on_main, force=force)
 
     # -- the turn's observers -------------------------------------------------------------------------
     def _write_ahead(self) -> Observer:

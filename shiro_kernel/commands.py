@@ -127,7 +127,7 @@ def _undoable(agent: Agent, arg: str) -> str:
     """For a front end: the calls whose steps can be taken back in this kernel now, as JSON."""
     import json
 
-    return json.dumps({"calls": agent.undo.undoable()})
+    return json.dumps({"calls": agent.undo.journal.undoable()})
 
 
 def _history(agent: Agent, arg: str) -> str:

@@ -83,7 +83,7 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
         tools=agent.tools,
         end=False,
         current=agent.current.session if agent.current.started else None,
-        checkpoint=agent.checkpointer(uuid7()),  # the replayed calls are a turn of their own for undo
+        checkpoint=agent.undo.checkpointer(uuid7()),  # the replayed calls are a turn of their own for undo
     )
     if outcome is None:
         if agent.notebook is None and not (environment().api_key or settings.base_url) and run_by_a_program(shell):

@@ -395,7 +395,7 @@ class LiveController:
         """Every ended turn's view: an Undo button on each row whose step can be taken back now, ``undone`` on
         each row taken back; none while a turn runs or waits in the queue."""
         try:
-            journal = self.agent.undo
+            journal = self.agent.undo.journal
             calls = set() if self.busy else set(journal.undoable())
             undone = {s.call_id for s in list(journal.steps) if s.undone}
             for item in self.finished:

@@ -6,5 +6,6 @@
 * :mod:`.journal` — the kernel's checkpoints, one per step that changes something, bounded by
   ``Shiro.undo_max_mb``, and taking steps back newest first;
 * :mod:`.writes` — the files a step's code is seen changing as it runs (Python's audit hooks), kept just before;
-* :mod:`.checkpoints` — the checkpoint a call needs, from its tool's declared effects.
+* :mod:`.checkpoints` — the checkpoint a call needs, from its tool's declared effects;
+* :mod:`.kernel` — the kernel's undo, which the agent holds: the journal, each turn's checkpointer, taking back.
 """

@@ -209,7 +209,7 @@ def test_undo_runs_off_the_kernels_thread_and_puts_names_back_on_it(shell, fake_
     view = clean_turn(shell, fake_openai)
     agent = controller_of(shell).agent
     threads: dict[str, str] = {}
-    undo_back, take_back = agent.undo_back, agent.undo.take_back
+    undo_back, take_back = agent.undo_back, agent.undo.journal.take_back
 
     def spy_undo_back(*args: Any, **kwargs: Any) -> str:
         threads["undo"] = threading.current_thread().name
@@ -220,7 +220,7 @@ def test_undo_runs_off_the_kernels_thread_and_puts_names_back_on_it(shell, fake_
         return take_back(*args, **kwargs)
 
     monkeypatch.setattr(agent, "undo_back", spy_undo_back)
-    monkeypatch.setattr(agent.undo, "take_back", spy_take_back)
+    monkeypatch.setattr(agent.undo.journal, "take_back", spy_take_back)
     bars(view)[view.tool_rows[0].call_id].button.click()
     assert controller_of(shell).wait_idle(20)
     assert threads == {"undo": "shiro-undo", "names": threading.main_thread().name}
