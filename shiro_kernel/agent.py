@@ -25,11 +25,10 @@ from typing import Any
 from . import policy, redact
 from .config import Shiro, agent_variant
 from .context import cell_changes, restart, workspace
-from .context.instructions import read_instructions
 from .context.offer import Offer, lean_for, with_loader
-from .context.prompt import build_system_prompt
+from .context.prompt import session_instructions
 from .current import Current
-from .errors import CorruptFile, RequestError, StoreError
+from .errors import RequestError, StoreError
 from .events import BudgetUnchecked, Event, Notice, Observer, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
@@ -390,21 +389,20 @@ class Agent:
         key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted), offer.lean)
         if self._built is not None and self._built[0] == key:
             return self._built[1]
-        agents_md = read_instructions(ctx.root, ctx.notebook_path)
-        for line in agents_md.notices:  # cut at the cap, or left out: said in the cell, once per session
-            emit(Notice(line, kind="warning"))
-        memory = (self._notes_block(ctx.notes, emit), ctx.memories.prompt_block(not offer.lean) if ctx.memories else "")
-        boot = "\n".join(b for b in (agents_md.block(), *memory) if b)
-        text = build_system_prompt(
-            root=str(ctx.root),
-            notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
+        built = session_instructions(
+            ctx,
             approval=self.config.approval,
             asking=[t.name for t in self.tools.values() if t.needs_approval and (not offer.lean or t.lean)],
-            agent=variant,
+            variant=variant,
             variant_prompt=variant_prompt,
-            blocks=[lambda: boot],
             lean=offer.lean,
         )
+        for warning in built.warnings:  # AGENTS.md cut or left out, notes unreadable: said in the cell, once a session
+            emit(Notice(warning, kind="warning"))
+        if built.notes and self._greeted != self.current.session.id:  # the seed's boot header, once per session start
+            self._greeted = self.current.session.id
+            emit(Notice(f"memory: {built.notes} notes about this project"))  # the seed's words, plural always
+        text = built.text
         self._built = (key, text)
         return text
 
@@ -473,20 +471,6 @@ class Agent:
         except StoreError:  # tightening never raises by design; a store failure is said by the writes
             notice = None
         return [Notice(notice, kind="warning")] if notice else []
-
-    def _notes_block(self, notes: NoteStore | None, emit: Callable[[Event], None]) -> str:
-        if notes is None:
-            return ""
-        try:
-            count = len(notes.entries())
-            block = notes.render_boot()
-        except CorruptFile as exc:
-            emit(Notice(f"project notes are unreadable and were left out: {exc}", kind="warning"))
-            return ""
-        if count and self._greeted != self.current.session.id:  # the seed's boot header, once per session start
-            self._greeted = self.current.session.id
-            emit(Notice(f"memory: {count} notes about this project"))  # the seed's words, plural always
-        return block
 
     def _budget(self, model: str, emit: Callable[[Event], None]) -> float | None:
         """The turn's spend limit: ``Shiro.budget_usd``, or None when there is none or the model has no

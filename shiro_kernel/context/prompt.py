@@ -17,7 +17,15 @@ from __future__ import annotations
 import platform
 import sys
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from datetime import date
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptFile
+from .instructions import read_instructions
+
+if TYPE_CHECKING:
+    from ..tools.base import ToolContext
 
 BASE = """You are shiro, an agent working inside a Jupyter notebook next to a data scientist.
 You can see and change the live kernel: run Python in the user's namespace with `python`, look at \
@@ -101,3 +109,49 @@ def build_system_prompt(
         if text:
             parts.append(text)
     return "\n".join(parts)
+
+
+@dataclass
+class Built:
+    """A session's instructions (:func:`session_instructions`), and what building them has to say: ``warnings`` (an
+    AGENTS.md cut at its cap or left out, project notes that cannot be read) and ``notes``, the project notes
+    injected (the seed's "memory: N notes about this project", said once per session start)."""
+
+    text: str
+    warnings: list[str] = field(default_factory=list)
+    notes: int = 0
+
+
+def session_instructions(
+    ctx: ToolContext,
+    *,
+    approval: str,
+    asking: Sequence[str],
+    variant: str = "default",
+    variant_prompt: str = "",
+    lean: bool = False,
+) -> Built:
+    """The instructions of a session, from what it works on (``ctx``: the project root, the notebook, its notes and
+    memories): :func:`build_system_prompt` with the repository's AGENTS.md, the project notes and the named
+    memories' indexes injected (a lean request without empty ones); ``asking``: the tools offered that ask first."""
+    agents_md = read_instructions(ctx.root, ctx.notebook_path)
+    warnings = list(agents_md.notices)
+    notes, count = "", 0
+    if ctx.notes is not None:
+        try:
+            count, notes = len(ctx.notes.entries()), ctx.notes.render_boot()
+        except CorruptFile as exc:
+            warnings.append(f"project notes are unreadable and were left out: {exc}")
+    memories = ctx.memories.prompt_block(not lean) if ctx.memories else ""
+    boot = "\n".join(b for b in (agents_md.block(), notes, memories) if b)
+    text = build_system_prompt(
+        root=str(ctx.root),
+        notebook=str(ctx.notebook_path) if ctx.notebook_path else None,
+        approval=approval,
+        asking=asking,
+        agent=variant,
+        variant_prompt=variant_prompt,
+        blocks=[lambda: boot],
+        lean=lean,
+    )
+    return Built(text, warnings, count)
