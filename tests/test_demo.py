@@ -72,3 +72,19 @@ def test_a_program_that_does_not_tell_the_kernel_its_notebook_hears_how(tmp_path
     # a model to ask: the turn goes to it, and nothing is said of replaying
     nb = rerun(path, {**env, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, tell=False)
     assert NOT_TOLD not in outputs_text(nb.cells[2])
+
+
+def test_a_turn_no_model_answered_is_not_replayed_by_the_next_run(tmp_path):
+    """The newcomer's second ``nbconvert --execute`` of the demo (no key, no file told): the first run's turns got no
+    answer, so they are not in the session as turns to replay — the cell says again how to run it, never "replayed"
+    over nothing (and the cell after it never finds the variables missing without being told why)."""
+    from shiro_kernel.rerun.turn_line import NOT_TOLD
+
+    path = copy_demo(tmp_path)
+    data = tmp_path / "jupyter-data"
+    data.mkdir()
+    NotebookNotary(data_dir=str(data)).sign(nbformat.read(path, as_version=4))
+    env = {"SHIRO_HOME": str(tmp_path / "home"), "JUPYTER_DATA_DIR": str(data)}
+    rerun(path, env, tell=False)
+    again = outputs_text(rerun(path, env, tell=False).cells[2])
+    assert "replayed" not in again and NOT_TOLD in again and "No API key" in again

@@ -81,10 +81,14 @@ def new_span(
 ) -> TurnSpan | None:
     """The entry for the turn that just ran: its user message is the first one with ``prompt`` at or after
     index ``since`` (``len(session.messages)`` before the turn: a turn may first answer a call left waiting),
-    and it ends with the transcript. None when no such message is there (the turn failed before sending)."""
+    and it ends with the transcript. None when no such message is there (the turn failed before sending), or when
+    nothing came after it (no model answered: no key, a server that failed) — a rerun of its cell then asks the model
+    again, instead of replaying a turn that has nothing to replay."""
     for index in range(max(0, since), len(messages)):
         message = messages[index]
         if message.role == "user" and message.text == prompt:
+            if index + 1 == len(messages):
+                return None
             return TurnSpan(turn_id, cell_id, prompt, ordinal, index, len(messages))
     return None
 
@@ -99,7 +103,7 @@ def record_turn_end(
     tools: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """At a turn's end: which messages it made and in which cell go into ``session.turns``; returns the
-    replay fields its saved bundle carries (None when the turn ended before its prompt was sent)."""
+    replay fields its saved bundle carries (None when the turn ended before its prompt was sent, or unanswered)."""
     from .replay_plan import replay_fields
 
     span = new_span(session.messages, since=since, prompt=prompt, cell_id=cell_id, ordinal=ordinal, turn_id=turn_id)

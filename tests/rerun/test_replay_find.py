@@ -125,6 +125,9 @@ def test_the_record_turns_field():
     waiting = [Message("tool", [result("old", "python", "done")]), *_turn()]
     assert new_span(waiting, since=0, prompt=PROMPT, cell_id=None, ordinal=0, turn_id="t").start == 1
     assert new_span(waiting, since=0, prompt="other", cell_id=None, ordinal=0, turn_id="t") is None
+    # a turn no model answered (no key, a server that failed) is no turn to replay: its prompt alone
+    unanswered = [*_turn(), Message.user("and next?")]
+    assert new_span(unanswered, since=len(_turn()), prompt="and next?", cell_id=None, ordinal=0, turn_id="t") is None
 
 
 def _find(record=None, nb=None, **kw):
