@@ -297,7 +297,7 @@ class Agent:
 
     def _data_steps(
         self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any
-    ) -> tuple[str, str, Verifier | None]:
+    ) -> tuple[str, workspace.AnswerStep, Verifier | None]:
         """What a turn is told of the data it can work on, and the check of its answer (:class:`Ready`'s fields):
         the workspace (:func:`~.context.workspace.block`); for a lean request whose prompt names data, the step to
         take first and the step after its code's output (:func:`~.context.workspace.first_step`,
@@ -307,7 +307,7 @@ class Agent:
         step = workspace.first_step(named, code_blocks) if lean else ""
         return (
             "\n\n".join(t for t in (workspace.block(prompt, ns, ctx, hidden), step) if t),
-            workspace.answer_step(named) if lean else "",
+            workspace.answer_step(named) if lean else workspace.AnswerStep(),
             Verifier(prompt, named, code_blocks=code_blocks) if self.verifies(lean) else None,
         )
 

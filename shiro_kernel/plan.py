@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .approval import Approver, headless_approver
+from .context.workspace import AnswerStep
 
 if TYPE_CHECKING:
     from .config import Shiro
@@ -80,7 +81,7 @@ class Ready:
     #: what the model can work on (the data variables, the files the prompt names), told until its first call
     workspace: str = ""
     #: told the step after a call's output (a lean turn on data: answer now, in the prompt's form)
-    answer_step: str = ""
+    answer_step: AnswerStep = field(default_factory=AnswerStep)
     #: checks an answer before it ends the turn (``Shiro.verify_answers``; None: not checked)
     verifier: Verifier | None = None
 

@@ -36,6 +36,7 @@ from .context import rules
 from .context.estimate import DEFAULT_THRESHOLD
 from .context.rules import detach_provider_items
 from .context.wire_copy import WireCopy, WireState
+from .context.workspace import AnswerStep
 from .errors import ProviderError, TurnTimeout
 from .events import (
     BudgetReached,
@@ -158,7 +159,7 @@ class Turn:
     #: what the model can work on (:mod:`~.context.workspace`), sent with the state until the turn's first call
     workspace: str = ""
     #: told with the state the step after a call's output (:func:`~.context.workspace.answer_step`)
-    answer_step: str = ""
+    answer_step: AnswerStep = field(default_factory=AnswerStep)
     #: checks an answer before it ends the turn (:mod:`~.numbers.verify`; None: the answer ends it)
     verifier: Verifier | None = None
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
@@ -367,7 +368,7 @@ class Turn:
         blocks = (
             self.workspace if not self._called else "",
             self.state(),
-            self.answer_step if after_output else "",
+            self.answer_step.after(history[-1].tool_results()) if after_output else "",
             self._note,
         )
         return "\n\n".join(b for b in blocks if b)

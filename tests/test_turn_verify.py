@@ -7,6 +7,7 @@ from fakemodel import FakeModel
 from fakeopenai import Call, Reply
 from turnutil import TOOLS
 
+from shiro_kernel.context.workspace import NOT_RUN, AnswerStep
 from shiro_kernel.events import Notice
 from shiro_kernel.numbers.verify import Verifier
 from shiro_kernel.session import Session
@@ -98,10 +99,24 @@ def test_the_answer_step_is_told_the_step_after_each_output_only(tmp_path):
     )
     step = "Answer the prompt now, in the form it asks for."
     verifier = Verifier("what is it?")
-    turn(model, tmp_path, [], answer_step=step, verifier=verifier).run("what is it?")
+    turn(model, tmp_path, [], answer_step=AnswerStep(step, NOT_RUN), verifier=verifier).run("what is it?")
     said = [step in r.state for r in model.history]
     assert said == [False, True, False, True]
     assert "16.58" in model.history[2].state  # the check's note, alone
+
+
+def test_after_a_refused_call_the_step_says_it_did_not_run_not_to_answer_from_it(tmp_path):
+    """The newcomer's headless turn: its block refused (approval "ask", no buttons), told to answer "from what the
+    code printed", the 1.5B answered a region from nothing. After a step whose calls were all refused, the step says
+    the code was not run and asks for no value it did not compute."""
+    model = FakeModel().enqueue(
+        Reply(tool_calls=[Call("write", {"path": "x.txt", "content": "1"})]), Reply(text="It was not run.")
+    )
+    step = AnswerStep("Answer the prompt now, from what the code printed.", NOT_RUN)
+    options = TurnOptions(approval="read-only")
+    Turn(Session(), model, TOOLS, ToolContext(root=tmp_path), "You are a test.", options, answer_step=step).run("it?")
+    assert NOT_RUN in model.history[1].state and step.ran not in model.history[1].state
+    assert AnswerStep().after([]) == ""
 
 
 def test_specs_are_asked_each_step(tmp_path):

@@ -26,11 +26,13 @@ import os
 import re
 import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ShiroError
 from ..tools.base import ToolContext
+from ..transcript import ToolResultPart
 
 #: the whole block at most, in characters (about 500 tokens)
 CAP_CHARS = 2_000
@@ -246,9 +248,31 @@ def first_step(named: list[str], code_blocks: bool = False) -> str:
     )
 
 
-def answer_step(named: list[str]) -> str:
+@dataclass(frozen=True)
+class AnswerStep:
+    """What a lean request is told the step after its calls' results (:func:`answer_step`): ``ran``, after an output;
+    ``refused``, when every call of the step was refused (not approved: nothing ran, nothing was printed)."""
+
+    ran: str = ""
+    refused: str = ""
+
+    def after(self, results: list[ToolResultPart]) -> str:
+        """The step to tell after ``results`` (the last tool message's)."""
+        return self.refused if results and all(r.refused for r in results) else self.ran
+
+
+#: the step after a refusal: the newcomer's headless turn ("Which region had the highest total revenue?", approval
+#: "ask", no buttons), told to answer "from what the code printed" after its block was refused, answered "East"
+#: from nothing (the data says west)
+NOT_RUN = (
+    "The code was not run: it was not approved. Say so in one sentence, and give no value or answer that was not "
+    "computed."
+)
+
+
+def answer_step(named: list[str]) -> AnswerStep:
     """What a lean request is told the step after its code's output when the prompt names data: to answer now, in
-    the prompt's form, from what the code printed. After the output alone, the 1.5B answered in prose where the
+    the prompt's form, from what the code printed; after a step whose calls were all refused, :data:`NOT_RUN`. After the output alone, the 1.5B answered in prose where the
     prompt asked for a format, or thanked the user and stopped (3 of 9 second requests kept from a benchmark run);
     told this, it answered in the prompt's form in 9 of 9 (those 3 in 1–2 s rather than 17–21 s), the 4 it had
     answered right still right.
@@ -258,8 +282,8 @@ def answer_step(named: list[str]) -> str:
     second requests kept after a `KeyError` or a `TypeError`), so a failed output gets this step too. '' when the
     prompt names no data."""
     if not named:
-        return ""
-    return "Answer the prompt now, in the form it asks for, from what the code printed."
+        return AnswerStep()
+    return AnswerStep("Answer the prompt now, in the form it asks for, from what the code printed.", NOT_RUN)
 
 
 def named(
@@ -288,4 +312,4 @@ def _is_data(value: Any) -> bool:
     )
 
 
-__all__ = ["CAP_CHARS", "HEADER", "answer_step", "block", "first_step", "named", "named_files"]
+__all__ = ["CAP_CHARS", "HEADER", "NOT_RUN", "AnswerStep", "answer_step", "block", "first_step", "named", "named_files"]
