@@ -38,6 +38,7 @@ from .notebook import LiveNotebook, live_notebook
 from .numbers.turn_check import LastAnswer
 from .numbers.verify import Verifier
 from .plan import HEADLESS, Frontend, Ready, plan
+from .private.kernel import PrivateValues
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
 from .provider.pricing import price_of
@@ -114,6 +115,10 @@ class Agent:
         self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
         #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
         self.undo = Undo(lambda: float(self.config.undo_max_mb))
+        #: what is private (``Shiro.private``, ``/private``, the project's file, the policy), masked at the boundary
+        self.private = PrivateValues(
+            lambda: self.config.private, self._user_ns, lambda: self.root, lambda: bool(self.config.private_figures)
+        )
 
     # -- where we are ------------------------------------------------------------------------------
     @property
@@ -269,6 +274,7 @@ class Agent:
         effort = spec.get("reasoning_effort")
         provider = self.provider(model, str(effort) if effort else None)
         provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
+        provider.private = lambda: self.private.mask_for(current.session)
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
         offer = Offer(tools, self.lean(provider.profile.local, model), current.wire.loaded)
         ns, hidden = self._user_ns(), getattr(self.shell, "user_ns_hidden", None)
@@ -347,6 +353,7 @@ class Agent:
             approval=self.config.approval,
             approval_timeout_s=self.config.approval_timeout_s,
             check=check_saved,
+            private_in=self.private.drawn_from,
         )
 
     @property

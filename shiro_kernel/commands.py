@@ -181,6 +181,25 @@ def _policy(agent: Agent, arg: str) -> str:
     return describe()
 
 
+def _private(agent: Agent, arg: str) -> str:
+    verb, _, name = arg.strip().partition(" ")
+    session, values = agent.current.session, agent.private
+    try:
+        if verb == "add" and name.strip():
+            added = values.names.add(name)
+            return f"{added} is private for this session\n" + values.describe(session)
+        if verb == "remove" and name.strip():
+            from .private.kernel import policy_names
+
+            removed = values.names.remove(name, policy_names())
+            return f"{removed} is no longer private for this session\n" + values.describe(session)
+    except ValueError as exc:
+        return str(exc)
+    if verb:
+        return "usage: %shiro /private, /private add NAME, /private remove NAME"
+    return values.describe(session)
+
+
 def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
@@ -248,6 +267,9 @@ COMMANDS: dict[str, Command] = {
     "/export": Command(_export, "/export [OUT]", "write a plain notebook that runs without shiro (NAME.export.ipynb)"),
     "/check": Command(_check, "/check", "rerun the saved notebook in a fresh kernel and report hidden state"),
     "/policy": Command(_policy, "/policy", "what the administrator's policy allows, and its file"),
+    "/private": Command(
+        _private, "/private [add|remove NAME]", "what never reaches the model as it is (columns, variables)"
+    ),
     "/help": Command(_help, "/help", "this list"),
 }
 

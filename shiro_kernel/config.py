@@ -168,6 +168,19 @@ class Shiro(Configurable):
         "of environment variables named like *KEY*, *TOKEN*, *SECRET*, *PASSWORD*, *CREDENTIAL* are always "
         "replaced by [redacted:NAME].",
     ).tag(config=True)
+    private = List(
+        Unicode(),
+        help="What never reaches the model as it is: 'email' (a column of that name in any frame, and a variable of "
+        "that name whole), 'patients.ssn' (that variable's column). Its values leave only as stable stand-ins "
+        "([private:email:3f9a2c81]); counts, aggregates, column names and the other columns pass, and the stand-ins "
+        "the model writes mean the real values in the kernel and the views. Added to the project's .shiro/private and "
+        "the administrator's policy; %shiro /private lists and changes it for the session.",
+    ).tag(config=True)
+    private_figures = Bool(
+        False,
+        help="Send the model the figures drawn from private data (Shiro.private): a call whose code names a private "
+        "column or variable. Default False: the user sees them, the model reads that they were not sent.",
+    ).tag(config=True)
     turn_timeout_s = Float(
         None,
         allow_none=True,
@@ -293,6 +306,15 @@ class Shiro(Configurable):
             except re.error as exc:
                 raise TraitError(f"Shiro.redact: {pattern!r} is not a regular expression ({exc})") from None
         return proposal["value"]
+
+    @validate("private")
+    def _check_private(self, proposal: dict[str, list[str]]) -> list[str]:
+        from .private.names import check
+
+        try:
+            return [check(name) for name in proposal["value"]]
+        except ValueError as exc:
+            raise TraitError(f"Shiro.private: {exc}") from None
 
     @observe("redact")
     def _redact_changed(self, change: dict[str, list[str]]) -> None:

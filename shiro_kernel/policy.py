@@ -17,9 +17,10 @@ A ``%config`` beyond it is refused in one sentence naming the file (:func:`refus
 :class:`~shiro_kernel.config.Shiro`'s validators), and a turn whose effective settings are beyond it (an
 environment default, ``%shiro --model``, a setting made before the file appeared) sends nothing
 (:func:`check`). A file that cannot be read, is not a mapping, or has a key or value this version does not know
-is not skipped: nothing is sent until it is fixed (a typo must not lift a limit). ``values: schema-only`` and
-``private`` need the private-values boundary (issue 42 §1), which this version does not have yet: a policy that
-sets them sends nothing rather than promise what is not enforced.
+is not skipped: nothing is sent until it is fixed (a typo must not lift a limit). ``private`` names are
+private for every user (:mod:`shiro_kernel.private`: no ``/private remove`` takes them back); ``values:
+schema-only`` (no cell value at all, masked or not) is not enforced by this version: a policy that sets it sends
+nothing rather than promise what is not enforced.
 
 Only a file that exists costs anything: the lookup is a ``stat`` per path, and PyYAML is imported only to read
 a file that is there (it is cached by its mtime and size). This is a guard on settings, not a sandbox: code the
@@ -84,8 +85,6 @@ class Policy:
 
     def unenforced(self) -> str | None:
         """What this file asks that this version cannot enforce, or None."""
-        if self.private:
-            return f"private: {list(self.private)}"
         if self.values == "schema-only":
             return "values: schema-only"
         return None
@@ -204,6 +203,14 @@ def parse(text: str, path: Path) -> Policy:
             re.compile(pattern)
         except re.error as exc:
             raise bad(f"redact: {pattern!r} is not a regular expression ({exc})") from None
+    from .private.names import check as private_name
+
+    private = _strings(data, "private", bad) or ()
+    for name in private:
+        try:
+            private_name(name)
+        except ValueError as exc:
+            raise bad(f"private: {exc}") from None
     return Policy(
         path=path,
         servers=tuple(_normal(s) for s in servers) if servers is not None else None,
@@ -212,7 +219,7 @@ def parse(text: str, path: Path) -> Policy:
         budget_usd=None if budget is None else float(budget),
         redact=redact,
         values=values,
-        private=_strings(data, "private", bad) or (),
+        private=private,
     )
 
 

@@ -213,7 +213,7 @@ def _lines(value: str) -> list[str]:
     return out
 
 
-def _escaped(piece: str) -> set[str]:
+def escaped(piece: str) -> set[str]:
     """The forms one string takes inside a ``repr``, JSON, bytes' ``repr`` or HTML (quotes not included)."""
     single = repr(piece + "'\"")[1:-4]  # as inside a repr that escapes its single quotes (the piece has both)
     return {
@@ -235,7 +235,7 @@ def forms(value: str) -> frozenset[str]:
     (JSON inside JSON, the repr of a JSON text); forms shorter than :data:`MIN_CHARS` are left out."""
     out: set[str] = set()
     for piece in (value, *_lines(value)):
-        first = _escaped(piece)
+        first = escaped(piece)
         out |= first
         for form in first:
             if "\\" in form or '"' in form or "'" in form:
@@ -415,6 +415,7 @@ __all__ = [
     "SECRET_NAME",
     "SHAPES",
     "add_secret",
+    "escaped",
     "forms",
     "notices",
     "patterns",

@@ -8,6 +8,7 @@ A ``todo_write`` (a change of :attr:`Session.tasks`) counts as a change of the s
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,11 @@ class Session:
     #: which messages each turn made, and in which cell (``rerun.find.TurnSpan`` as JSON): what a rerun of
     #: the notebook replays without the model
     turns: list[dict[str, Any]] = field(default_factory=list)
+    #: the key of this session's stand-ins for private values (:mod:`shiro_kernel.private.mask`): kept in its
+    #: local record, never sent, so a value is the same stand-in after a resume
+    mask_key: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
+    #: each private value masked in this session's requests, and its label: masked again after a resume
+    private_seen: dict[str, str] = field(default_factory=dict, repr=False)
     listeners: list[Callable[[Session], Any]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:

@@ -61,7 +61,7 @@ import random
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -94,6 +94,7 @@ from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
     from ..events import Error, Notice, ProviderEvent, Usage
+    from ..private.mask import Mask
     from ..transcript import Message
     from .wire import ImageSource, InputCache
 
@@ -195,6 +196,10 @@ class Provider:
         #: where a tool result's images come from (the asset store's ``data_url``); None: send no images,
         #: their text stand-ins instead. Sent only while the profile says the model takes them.
         self.images: ImageSource | None = None
+        #: the private values' mask as it is now, asked once per call (:meth:`~shiro_kernel.private.kernel.
+        #: PrivateValues.mask_for`); None, or a None answer: nothing is private
+        self.private: Callable[[], Mask | None] | None = None
+        self._mask: Mask | None = None  # this call's
         self._inputs: InputCache | None = None  # each message's Responses items, built once
         self._system: tuple[str, str] | None = None  # the session's instructions, and as they may leave
         #: what is known about this server and model (kept across kernels in SHIRO_HOME/servers.json)
@@ -284,12 +289,32 @@ class Provider:
         except Exception as exc:  # no key, or a base URL the SDK cannot use
             yield self._unusable(exc)
             return
-        import openai
 
         from ..redact import notices
 
         for said in notices():  # a secret-named variable holding a plain word is sent as it is: said once
             yield Notice(said)
+        self._mask = self.private() if self.private is not None else None
+        if self._mask is not None and len(self._mask):
+            yield from unmasked(self._attempts(client, system, messages, tools, abort, state, resend), self._mask)
+        else:
+            yield from self._attempts(client, system, messages, tools, abort, state, resend)
+
+    def _attempts(
+        self,
+        client: Any,
+        system: str,
+        messages: list[Message],
+        tools: list[dict[str, Any]],
+        abort: threading.Event | None,
+        state: str,
+        resend: Resend | None,
+    ) -> Iterator[ProviderEvent | Notice]:
+        """:meth:`stream`'s attempts: the one retry loop."""
+        import openai
+
+        from ..events import Notice
+
         s = self.settings
         started = time.monotonic()
         deadline = started + self.retry_budget_s
@@ -485,21 +510,26 @@ class Provider:
 
     # -- Responses API ---------------------------------------------------------------------------
     def _input_cache(self) -> InputCache:
-        from ..redact import redact
         from . import wire
 
         if self._inputs is None:
-            self._inputs = wire.InputCache(clean=redact)
+            self._inputs = wire.InputCache(clean=self._clean)
         return self._inputs
 
-    def _cleaned(self, system: str, state: str) -> tuple[str, str]:
-        """The instructions and the state as they may leave the kernel: secrets redacted (the instructions, the
-        same for a whole session, once)."""
+    def _clean(self, text: str) -> str:
+        """``text`` as it may leave the kernel: private values as their stand-ins, secrets redacted."""
         from ..redact import redact
 
+        if self._mask is not None:
+            text = self._mask.mask(text)[0]
+        return redact(text)
+
+    def _cleaned(self, system: str, state: str) -> tuple[str, str]:
+        """The instructions and the state as they may leave the kernel (:meth:`_clean`; the instructions, the
+        same for a whole session, once)."""
         if self._system is None or self._system[0] is not system:
-            self._system = (system, redact(system))
-        return self._system[1], redact(state) if state else state
+            self._system = (system, self._clean(system))
+        return self._system[1], self._clean(state) if state else state
 
     def _responses(
         self,
@@ -674,6 +704,39 @@ def _retryable(status: int) -> bool:
     return status in RETRY_STATUSES or status >= 500
 
 
+def unmasked(events: Iterable[ProviderEvent | Notice], mask: Mask) -> Iterator[ProviderEvent | Notice]:
+    """``events`` with the private values' stand-ins the model wrote turned back into the values
+    (:mod:`shiro_kernel.private.mask`): the streamed text (a stand-in split across deltas is held until whole), and
+    the answer that goes into the record — its text, and its calls' arguments as code that runs in the kernel."""
+    from dataclasses import replace
+
+    from ..events import Done, TextDelta
+    from ..private.mask import StreamUnmask
+    from ..transcript import TextPart, ToolCallPart
+
+    stream = StreamUnmask(mask)
+    for event in events:
+        if isinstance(event, TextDelta):
+            text = stream.feed(event.text)
+            if text:
+                yield TextDelta(text)
+            continue
+        if isinstance(event, Done):
+            rest = stream.flush()
+            if rest:
+                yield TextDelta(rest)
+            parts = [
+                replace(p, text=mask.unmask(p.text))
+                if isinstance(p, TextPart)
+                else replace(p, arguments=mask.unmask_arguments(p.arguments))
+                if isinstance(p, ToolCallPart)
+                else p
+                for p in event.message.parts
+            ]
+            event = replace(event, message=replace(event.message, parts=parts))
+        yield event
+
+
 def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
     """The answer of one model call outside a turn (``/compact``): its ``Done`` message (an empty one when
     it gave none), or its ``Error`` raised as :class:`~shiro_kernel.errors.ProviderError`."""
@@ -693,4 +756,4 @@ def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
     return message
 
 
-__all__ = ["PLACEHOLDER_KEY", "Provider", "ProviderSettings", "answer", "shared_client"]
+__all__ = ["PLACEHOLDER_KEY", "Provider", "ProviderSettings", "answer", "shared_client", "unmasked"]

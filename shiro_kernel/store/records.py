@@ -74,6 +74,9 @@ def session_to_record(
         record["cells"] = list(session.cells)
     if session.turns:
         record["turns"] = list(session.turns)
+    if session.private_seen:  # what its requests masked, and the key of its stand-ins (nothing masked: the seed's shape)
+        record["maskKey"] = session.mask_key
+        record["privateSeen"] = dict(session.private_seen)
     record["messages"] = messages_to_json(messages)
     return record
 
@@ -132,6 +135,12 @@ def session_from_record(record: dict[str, Any]) -> Session:
     session.cells = valid_cells(record.get("cells"))
     turns = record.get("turns")
     session.turns = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
+    key = record.get("maskKey")
+    if isinstance(key, str) and key:
+        session.mask_key = key
+    seen = record.get("privateSeen")
+    if isinstance(seen, dict):
+        session.private_seen = {k: v for k, v in seen.items() if isinstance(k, str) and isinstance(v, str)}
     return session
 
 

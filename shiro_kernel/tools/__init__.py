@@ -149,6 +149,13 @@ def _redact_display(bundle: dict[str, Any]) -> dict[str, Any]:
     return {**bundle, "data": clean}
 
 
+#: what the model reads in place of figures drawn from private data (the user sees them in the cell)
+PRIVATE_FIGURE = (
+    "[{n} figure(s) not sent to the model: drawn from private data ({data}); "
+    "%config Shiro.private_figures = True sends them]"
+)
+
+
 def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> ToolResultPart:
     """Run one call and return its result part. Never raises: every failure is an ``Error:`` text."""
 
@@ -184,7 +191,10 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
     part.meta.update(output.meta)
     part.displays = [_redact_display(d) for d in output.displays]
     notes: list[str] = []
-    for image in output.images:  # the model's copy: downscaled, stored by hash, referred to from the part
+    private = ctx.private_in(call.arguments) if output.images and ctx.private_in is not None else []
+    if private:  # a figure drawn from private data shows the values it plots: the user sees it, the model does not
+        notes.append(PRIVATE_FIGURE.format(n=len(output.images), data=", ".join(private)))
+    for image in [] if private else output.images:  # the model's copy: downscaled, stored by hash, referred to
         try:
             part.images.append(assets().put(image.data, image.mime, max_px=ctx.image_max_px, alt=image.alt))
         except ValueError as exc:

@@ -186,6 +186,9 @@ class ToolContext:
     #: reruns a saved notebook in a fresh kernel, at most the given seconds, and says which cells fail or differ
     #: (``notebook_check``; the rerun wing's check, given by the agent); None where no check can run
     check: Callable[[Path, float], str] | None = None
+    #: the private data a call's arguments use (``Shiro.private``: ``df.email``), whose figures are not sent to the
+    #: model (:meth:`~shiro_kernel.private.kernel.PrivateValues.drawn_from`); None: nothing is private
+    private_in: Callable[[str], list[str]] | None = None
 
     def resolve(self, path: str) -> Path:
         """Resolve ``path`` (relative to the root, or absolute) and refuse anything outside the root.

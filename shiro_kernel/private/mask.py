@@ -1,0 +1,225 @@
+"""Stand-ins for private values, and the one matcher every request is scanned with at the boundary.
+
+A value leaves as ``[private:LABEL:HEX]``: the label is the column (or variable) it came from, the hex a keyed
+hash of the value under the session's own key (:attr:`~shiro_kernel.session.Session.mask_key`, kept in its
+local record, never sent) — so the same value is the same stand-in for the whole session, after a resume too,
+and nobody without the key and the data can tell which value it is. Two values whose hashes collide get a
+longer stand-in.
+
+Each value is matched in every form a request carries it in (as it is, in a ``repr``, in JSON, in HTML:
+:func:`shiro_kernel.redact.escaped`), where it stands as a whole (a value that starts or ends with a letter or a
+digit is not matched inside a longer word: ``Ann`` is not masked in ``Annual``). All forms of all values are one
+Aho-Corasick automaton (pyahocorasick, imported on first use), built when values are added, so a request costs
+one pass whatever the number of values; where matches overlap, the leftmost, then the longest, is masked.
+
+The other way, :meth:`Mask.unmask` turns the stand-ins in what the model sends back into the real values — its
+text, for the views and the record, and its calls' arguments, so code that runs in the kernel means the real
+value (a stand-in inside quotes is escaped for them). A stand-in the mask does not know is left as it is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..redact import escaped
+
+STAND_IN = re.compile(r"\[private:([A-Za-z0-9_-]{1,24}):([0-9a-f]{8,16})\]")
+#: the hex digits of a stand-in, and the longer ones a collision gets
+_DIGITS = (8, 12, 16)
+
+
+class Mask:
+    """One session's stand-ins: :meth:`add` values, :meth:`mask` a text to send, :meth:`unmask` a text received."""
+
+    def __init__(self, key: str, seen: dict[str, str] | None = None) -> None:
+        self.key = key.encode("utf-8")
+        #: each value masked so far and its label: the session keeps them (its local record), so what its history
+        #: holds is masked again after a resume, before the kernel has loaded the data once more
+        self.seen: dict[str, str] = {} if seen is None else seen
+        self._label: dict[str, str] = {}
+        self._token: dict[str, str] = {}  # value -> stand-in
+        self._value: dict[str, str] = {}  # stand-in -> value
+        self._lock = threading.Lock()
+        self._automaton: Any = None  # rebuilt on the next mask after values were added
+        self._stale = False
+
+    def __len__(self) -> int:
+        return len(self._token)
+
+    def token(self, value: str) -> str | None:
+        return self._token.get(value)
+
+    def add(self, texts: Mapping[str, str]) -> int:
+        """Give each new text of ``texts`` (text -> label) its stand-in; returns how many were new."""
+        new = 0
+        with self._lock:
+            for text, label in texts.items():
+                if text in self._token:
+                    continue
+                digest = hmac.new(self.key, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+                for digits in _DIGITS:
+                    token = f"[private:{label}:{digest[:digits]}]"
+                    if token not in self._value:
+                        break
+                self._token[text] = token
+                self._value[token] = text
+                self._label[text] = label
+                new += 1
+            if new:
+                self._stale = True
+        return new
+
+    def _built(self) -> Any:
+        with self._lock:
+            if self._stale or self._automaton is None:
+                import ahocorasick
+
+                automaton = ahocorasick.Automaton()
+                for value, token in self._token.items():
+                    for form in escaped(value):
+                        if form and not automaton.exists(form):
+                            automaton.add_word(form, (len(form), token))
+                if len(automaton):
+                    automaton.make_automaton()
+                    self._automaton = automaton
+                else:
+                    self._automaton = False
+                self._stale = False
+            return self._automaton
+
+    def mask(self, text: str) -> tuple[str, int]:
+        """``text`` with each private value as its stand-in, and how many were masked."""
+        if not text or not self._token:
+            return text, 0
+        automaton = self._built()
+        if not automaton:
+            return text, 0
+        spans = []
+        for end, (length, token) in automaton.iter(text):
+            start = end - length + 1
+            if _whole(text, start, end + 1):
+                spans.append((start, end + 1, token))
+        if not spans:
+            return text, 0
+        spans.sort(key=lambda s: (s[0], -s[1]))
+        out: list[str] = []
+        pos = count = 0
+        for start, end, token in spans:
+            if start < pos:
+                continue
+            out += (text[pos:start], token)
+            pos, count = end, count + 1
+            value = self._value[token]
+            if value not in self.seen:
+                self.seen[value] = self._label[value]
+        out.append(text[pos:])
+        return "".join(out), count
+
+    def unmask(self, text: str) -> str:
+        """``text`` with each stand-in this mask gave as its value."""
+        if not text or "[private:" not in text:
+            return text
+        return STAND_IN.sub(lambda m: self._value.get(m.group(0), m.group(0)), text)
+
+    def unmask_code(self, text: str) -> str:
+        """:meth:`unmask` for code: a stand-in right inside quotes (``'[private:…]'``) becomes the value escaped
+        for them, so ``df[df.email == "[private:email:…]"]`` runs with the real value whatever it holds."""
+        if not text or "[private:" not in text:
+            return text
+
+        def quoted(m: re.Match[str]) -> str:
+            q, token = m.group(1), m.group(2)
+            value = self._value.get(token)
+            if value is None:
+                return m.group(0)
+            inner = json.dumps(value, ensure_ascii=False)[1:-1]  # backslashes, newlines, double quotes escaped
+            if q == "'":
+                inner = inner.replace('\\"', '"').replace("'", "\\'")
+            return q + inner + q
+
+        text = re.sub(r"""(['"])(\[private:[A-Za-z0-9_-]{1,24}:[0-9a-f]{8,16}\])\1""", quoted, text)
+        return self.unmask(text)
+
+    def unmask_arguments(self, arguments: str) -> str:
+        """A call's JSON arguments with the stand-ins in its strings unmasked as code (:meth:`unmask_code`)."""
+        if not arguments or "[private:" not in arguments:
+            return arguments
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return self.unmask(arguments)
+        return json.dumps(_walk(parsed, self.unmask_code), ensure_ascii=False)
+
+
+def _walk(value: Any, fix: Any) -> Any:
+    if isinstance(value, str):
+        return fix(value)
+    if isinstance(value, list):
+        return [_walk(v, fix) for v in value]
+    if isinstance(value, dict):
+        return {k: _walk(v, fix) for k, v in value.items()}
+    return value
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` stands as a whole: not a piece of a longer word or number."""
+    if _word(text[start]) and start > 0:
+        before = text[start - 1]
+        if _word(before) or (before == "." and text[start].isdigit() and start > 1 and text[start - 2].isdigit()):
+            return False
+    if _word(text[end - 1]) and end < len(text):
+        after = text[end]
+        if _word(after) or (
+            after == "." and text[end - 1].isdigit() and end + 1 < len(text) and text[end + 1].isdigit()
+        ):
+            return False
+    return True
+
+
+class StreamUnmask:
+    """:meth:`Mask.unmask` for a text that arrives in pieces: a piece that may be the start of a stand-in is
+    held until the stand-in is whole (or cannot be one), so the view never shows half of one."""
+
+    #: the longest stand-in: ``[private:`` + 24 + ``:`` + 16 + ``]``
+    LONGEST = 51
+
+    def __init__(self, mask: Mask) -> None:
+        self.mask = mask
+        self._held = ""
+
+    def feed(self, piece: str) -> str:
+        text = self._held + piece
+        cut = text.rfind("[")
+        if cut != -1 and len(text) - cut < self.LONGEST and "]" not in text[cut:] and _may_start(text[cut:]):
+            text, self._held = text[:cut], text[cut:]
+        else:
+            self._held = ""
+        return self.mask.unmask(text)
+
+    def flush(self) -> str:
+        text, self._held = self._held, ""
+        return self.mask.unmask(text)
+
+
+def _may_start(text: str) -> bool:
+    """Whether ``text`` (from a ``[``, no ``]``) can still grow into a stand-in."""
+    head = "[private:"
+    if len(text) <= len(head):
+        return head.startswith(text)
+    return (
+        text.startswith(head)
+        and re.fullmatch(r"[A-Za-z0-9_-]{0,24}(?::[0-9a-f]{0,16})?", text[len(head) :]) is not None
+    )
+
+
+__all__ = ["STAND_IN", "Mask", "StreamUnmask"]
