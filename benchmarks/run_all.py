@@ -26,6 +26,7 @@ SUITES = [
     ("What a prefix cache could serve: long sessions, both APIs", "bench_cache.py"),
     ("What a real engine reuses: llama-cpp-python's prefix cache over 10 turns", "bench_engine_cache.py"),
     ("Anchoring an answer's numbers to the tool outputs", "bench_numbers.py"),
+    ("Private values at the boundary", "bench_private.py"),
     ("The first notebook_read of a fresh kernel", "bench_notebook_read.py"),
     ("Loading and the first turn of a fresh kernel", "bench_first_turn.py"),
     ("Beside jupyter-ai-magics", "bench_peer.py"),

@@ -74,7 +74,9 @@ def session_to_record(
         record["cells"] = list(session.cells)
     if session.turns:
         record["turns"] = list(session.turns)
-    if session.private_seen:  # what its requests masked, and the key of its stand-ins (nothing masked: the seed's shape)
+    if (
+        session.private_seen
+    ):  # what its requests masked, and the key of its stand-ins (nothing masked: the seed's shape)
         record["maskKey"] = session.mask_key
         record["privateSeen"] = dict(session.private_seen)
     record["messages"] = messages_to_json(messages)

@@ -180,3 +180,29 @@ def test_a_resumed_session_masks_its_history_before_the_data_is_loaded_again(shi
     mask = agent.private.mask_for(resumed)
     assert mask is not None and mask.token("ana.lima@example.com") == token
     assert mask.mask(f"it was {EMAILS[0]}")[0] == f"it was {token}"
+
+
+def test_any_tools_result_an_mcp_servers_too_passes_the_mask(shiro_shell, fake_openai, tmp_path):
+    """A tool the agent did not write (an MCP server's tools join ``agent.tools`` the same way) echoes the data."""
+    from shiro_kernel.tools import Effect, Tool
+    from shiro_kernel.tools.base import schema
+
+    run(shiro_shell, "import pandas as pd\ncrm = pd.DataFrame({'email': ['ana.lima@example.com', 'bo@example.com']})")
+    run(shiro_shell, '%config Shiro.approval = "auto"')
+    run(shiro_shell, "%config Shiro.private = ['email']")
+    agent = agent_of(shiro_shell)
+    agent.tools["crm_lookup"] = Tool(
+        "crm_lookup",
+        "Looks a customer up.",
+        schema({"q": {"type": "string"}}),
+        lambda a, c: json.dumps({"match": "ana.lima@example.com", "query": a["q"]}),
+        effects=Effect.READS,
+    )
+    fake_openai.enqueue(
+        lambda request: Reply(tool_calls=[Call("crm_lookup", {"q": stand_in(request)})]), Reply(text="done")
+    )
+    run(shiro_shell, "%shiro look ana.lima@example.com up")
+    sent = b"".join(r.raw for r in fake_openai.requests)
+    assert b"ana.lima" not in sent and sent.count(b"[private:email:") >= 3
+    results = [r for m in agent.current.session.messages if m.role == "tool" for r in m.tool_results()]
+    assert json.loads(results[0].output)["query"] == "ana.lima@example.com"  # the tool got the real value
