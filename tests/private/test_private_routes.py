@@ -206,3 +206,41 @@ def test_any_tools_result_an_mcp_servers_too_passes_the_mask(shiro_shell, fake_o
     assert b"ana.lima" not in sent and sent.count(b"[private:email:") >= 3
     results = [r for m in agent.current.session.messages if m.role == "tool" for r in m.tool_results()]
     assert json.loads(results[0].output)["query"] == "ana.lima@example.com"  # the tool got the real value
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_the_prefix_stays_byte_stable_with_private_values(shiro_shell, fake_openai, tmp_path, api):
+    """Each request begins with the one before it, stand-ins and all, while new private values appear between
+    steps (a frame made by the model's code): a value's stand-in never changes, and what was sent is not redone."""
+    run(shiro_shell, f'%config Shiro.api = "{api}"')
+    run(shiro_shell, "%config Shiro.store = False")  # every item inline: the whole history is compared
+    run(shiro_shell, '%config Shiro.approval = "auto"')
+    run(shiro_shell, "%config Shiro.private = ['email']")
+    run(shiro_shell, "import pandas as pd\ndf = pd.DataFrame({'email': ['ana.lima@example.com'], 'n': [1]})")
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": "print(df)"})]),
+        Reply(
+            tool_calls=[
+                Call("python", {"code": "more = pd.DataFrame({'email': ['bo.berg@example.org']}); print(more, df)"})
+            ]
+        ),
+        lambda request: Reply(text=f"first is {stand_in(request)}"),
+        Reply(tool_calls=[Call("python", {"code": "print(more.email[0], df.email[0])"})]),
+        Reply(text="done"),
+    )
+    run(shiro_shell, "%shiro show the emails")
+    run(shiro_shell, "%shiro again")
+    requests = fake_openai.requests
+    assert len(requests) == 5
+
+    from kernelutil import state_of
+
+    def conversation(request: Any) -> list[Any]:
+        got = request.body.get("input") or request.body.get("messages") or []
+        return got[:-1] if state_of(request) else got
+
+    for earlier, later in zip(requests, requests[1:]):
+        assert later.body.get("instructions") == earlier.body.get("instructions")
+        head = conversation(earlier)
+        assert conversation(later)[: len(head)] == head
+    assert b"bo.berg" not in b"".join(r.raw for r in requests[2:])  # masked from the step after it appeared
