@@ -42,7 +42,7 @@ from .private.kernel import PrivateValues
 from .provider import Provider, ProviderSettings
 from .provider.client import answer
 from .provider.pricing import price_of
-from .recorder import CellSnapshot, ReplayRecord, SaveRecord, SideNotices, history_notice
+from .recorder import CellSnapshot, EgressLedger, ReplayRecord, SaveRecord, SideNotices, history_notice
 from .rerun.check import check_notebook
 from .store import files, private
 from .store.assets import assets
@@ -239,6 +239,7 @@ class Agent:
             ReplayRecord(ready.session, line, self.tools, ran=self.turns_here, turn_id=ready.turn_id),
             SideNotices(self._side(line)),
             CellSnapshot(lambda: current.snapshot_cells(notebook)),
+            EgressLedger(ready.session, ready.turn_id),
             SaveRecord(ready.session, current.save_now),
             self._numbers(line, ready),
             front.on_event,

@@ -200,6 +200,12 @@ def _private(agent: Agent, arg: str) -> str:
     return values.describe(session)
 
 
+def _egress(agent: Agent, arg: str) -> str:
+    from .egress import table
+
+    return table(agent.current.session.egress)
+
+
 def _help(agent: Agent, arg: str) -> str:
     return help_text()
 
@@ -270,6 +276,7 @@ COMMANDS: dict[str, Command] = {
     "/private": Command(
         _private, "/private [add|remove NAME]", "what never reaches the model as it is (columns, variables)"
     ),
+    "/egress": Command(_egress, "/egress", "what each turn sent, to which server: sizes, results, files, images"),
     "/help": Command(_help, "/help", "this list"),
 }
 

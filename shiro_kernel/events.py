@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import egress
 from .transcript import Message, ToolCallPart, ToolResultPart
 
 
@@ -84,7 +85,14 @@ class Error:
     kind: str | None = None
 
 
-ProviderEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Done | Error
+@dataclass
+class Sent:
+    """A request is about to leave, and what it carries (:mod:`shiro_kernel.egress`), for the ledger."""
+
+    request: egress.Request
+
+
+ProviderEvent = TextDelta | ReasoningDelta | ToolCallEvent | Usage | Done | Error | Sent
 
 
 # -- from the turn loop -------------------------------------------------------------------------

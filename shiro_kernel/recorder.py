@@ -1,4 +1,4 @@
-"""What the agent keeps of a turn when it ends: four observers of the turn's events, each one concern, in the order
+"""What the agent keeps of a turn when it ends: five observers of the turn's events, each one concern, in the order
 :meth:`Agent.ask <shiro_kernel.agent.Agent.ask>` lists them — at :class:`~shiro_kernel.events.TurnEnd`, before the
 numbers check and the view see it, so the footer tells the truth:
 
@@ -10,7 +10,8 @@ numbers check and the view see it, so the footer tells the truth:
    path), an older SHIRO_HOME made private, an MCP server that died during the turn, steps the user took back;
 3. :class:`CellSnapshot` — the notebook's cells as the turn left them, for the next turn's "changed outside the
    agent";
-4. :class:`SaveRecord` — the record written before the footer says it is (a failure is one warning, the
+4. :class:`EgressLedger` — each request the turn sent, kept in the session's ledger as it left;
+5. :class:`SaveRecord` — the record written before the footer says it is (a failure is one warning, the
    conversation kept in the kernel).
 """
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 from .current import SAVE_FAILED
 from .errors import StoreError
-from .events import Event, Notice, Recorded, TurnEnd
+from .events import Event, Notice, Recorded, Sent, TurnEnd
 from .line import Line
 from .rerun.find import record_turn_end
 from .session import Session
@@ -80,6 +81,19 @@ class CellSnapshot:
 
 
 @dataclass
+class EgressLedger:
+    """Keeps each request the turn sends (:class:`~shiro_kernel.events.Sent`) in the session's ledger, as it
+    leaves (an interrupted turn's requests are kept too), under ``turn_id``."""
+
+    session: Session
+    turn_id: str
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, Sent):
+            self.session.egress.add(self.turn_id, event.request)
+
+
+@dataclass
 class SaveRecord:
     """Writes the record of ``session`` when the turn ends (``save``: now; a note when it went under a new id;
     raises StoreError), and says a note or a failure before the end."""
@@ -108,4 +122,4 @@ def history_notice(job: Future[bool]) -> list[Notice]:
     return []
 
 
-__all__ = ["CellSnapshot", "ReplayRecord", "SaveRecord", "SideNotices", "history_notice"]
+__all__ = ["CellSnapshot", "EgressLedger", "ReplayRecord", "SaveRecord", "SideNotices", "history_notice"]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .egress import Ledger
 from .events import Usage
 from .store.ids import now_iso, uuid7
 from .tasks import TaskList
@@ -37,6 +38,8 @@ class Session:
     #: which messages each turn made, and in which cell (``rerun.find.TurnSpan`` as JSON): what a rerun of
     #: the notebook replays without the model
     turns: list[dict[str, Any]] = field(default_factory=list)
+    #: what each turn's requests took off the machine, and to which server (:mod:`shiro_kernel.egress`)
+    egress: Ledger = field(default_factory=Ledger)
     #: the key of this session's stand-ins for private values (:mod:`shiro_kernel.private.mask`): kept in its
     #: local record, never sent, so a value is the same stand-in after a resume
     mask_key: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)

@@ -1,4 +1,4 @@
-"""``shiro sessions`` (list, ``show ID``) and ``shiro history``."""
+"""``shiro sessions`` (list, ``show ID``, ``egress ID``) and ``shiro history``."""
 
 from __future__ import annotations
 
@@ -30,14 +30,21 @@ def _sessions_arguments(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="print one session's transcript")
     show.add_argument("id", help="session id or unique prefix")
     show.add_argument("--json", action="store_true", help="print the raw record")
+    egress = sub.add_parser("egress", help="print what one session sent, to which server, turn by turn")
+    egress.add_argument("id", help="session id or unique prefix")
 
 
 def _sessions_run(args: argparse.Namespace) -> int:
     store = SessionStore()
-    if args.action != "show":
+    if args.action not in ("show", "egress"):
         print(format_rows(store.list(None if args.all else args.limit)))
         return 0
     record = store.load_record(store.resolve(args.id))
+    if args.action == "egress":
+        from ..egress import Ledger, table
+
+        print(table(Ledger.from_json(record.get("egress"))))
+        return 0
     print(json.dumps(record, indent=2, ensure_ascii=False) if args.json else transcript_text(record))
     return 0
 

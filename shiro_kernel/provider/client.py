@@ -93,7 +93,7 @@ from .profile import Answer, Failure, Profiles, ServerProfile
 from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
-    from ..events import Error, Notice, ProviderEvent, Usage
+    from ..events import Error, Notice, ProviderEvent, Sent, Usage
     from ..private.mask import Mask
     from ..transcript import Message
     from .wire import ImageSource, InputCache
@@ -200,6 +200,10 @@ class Provider:
         #: PrivateValues.mask_for`); None, or a None answer: nothing is private
         self.private: Callable[[], Mask | None] | None = None
         self._mask: Mask | None = None  # this call's
+        #: for the egress ledger: the tool results and images already sent, and what the request being built masked
+        self._sent_calls: set[str] = set()
+        self._sent_images: set[int] = set()
+        self._masked = self._redacted = 0
         self._inputs: InputCache | None = None  # each message's Responses items, built once
         self._system: tuple[str, str] | None = None  # the session's instructions, and as they may leave
         #: what is known about this server and model (kept across kernels in SHIRO_HOME/servers.json)
@@ -521,8 +525,51 @@ class Provider:
         from ..redact import redact
 
         if self._mask is not None:
-            text = self._mask.mask(text)[0]
-        return redact(text)
+            text, masked = self._mask.mask(text)
+            self._masked += masked
+        text = redact(text)
+        self._redacted += text.count("[redacted")  # here, or before (a tool's result is redacted as it is made)
+        return text
+
+    def _ledger(self, body: dict[str, Any], messages: list[Message], api: str) -> Sent:
+        """The ledger's entry for the request ``body`` (:mod:`shiro_kernel.egress`): what it carries that no
+        earlier request of this provider did. Resets the counts of what was masked for the next request."""
+        from urllib.parse import urlsplit
+
+        from ..egress import Request, body_bytes
+        from ..events import Sent
+        from ..transcript import ToolResultPart
+
+        size = body_bytes(body)
+        parts = urlsplit(self.base_url)
+        host = parts.hostname or self.host
+        request = Request(
+            host + (f":{parts.port}" if parts.port else ""),
+            api,
+            size,
+            -(-size // 4),  # characters / 4, as the context meter estimates
+            masked=self._masked,
+            redacted=self._redacted,
+        )
+        self._masked = self._redacted = 0
+        for m in messages:
+            for part in m.parts if m.role == "tool" else ():
+                if type(part) is not ToolResultPart or part.call_id in self._sent_calls:
+                    continue
+                self._sent_calls.add(part.call_id)
+                request.results.append([part.name, len(part.output)])
+                file = part.meta.get("file")
+                if isinstance(file, list) and len(file) == 2:
+                    request.files.append(list(file))
+                shown = part.meta.get("variables")
+                if isinstance(shown, list):
+                    request.variables += [v for v in shown if isinstance(v, list) and len(v) == 4]
+        for url in _image_urls(body):
+            if hash(url) not in self._sent_images:
+                self._sent_images.add(hash(url))
+                request.images += 1
+                request.image_bytes += len(url)
+        return Sent(request)
 
     def _cleaned(self, system: str, state: str) -> tuple[str, str]:
         """The instructions and the state as they may leave the kernel (:meth:`_clean`; the instructions, the
@@ -566,12 +613,14 @@ class Provider:
             body["max_output_tokens"] = s.max_output_tokens
         attempt.api, attempt.body, attempt.images = "responses", body, images is not None
         if not attempt.streamed:
+            yield self._ledger(body, messages, "responses")
             data = post_json(client, "/responses", body, attempt)
             attempt.stored = _stored(data)
             message, usage = wire.parse_response(data, s.model)
             yield from self._answered(message, usage, attempt, tools)
             return
         body["stream"] = True
+        yield self._ledger(body, messages, "responses")
         parser = attempt.parser = wire.ResponsesStream(s.model)
         for event in post_events(client, "/responses", body, abort, attempt):
             yield from feed(parser, event)
@@ -618,12 +667,14 @@ class Provider:
             body[self.profile.max_tokens_field] = s.max_output_tokens
         attempt.api, attempt.body, attempt.images = "chat", body, images is not None
         if not attempt.streamed:
+            yield self._ledger(body, messages, "chat")
             data = post_json(client, "/chat/completions", body, attempt)
             message, usage = wire.parse_chat_completion(data, s.model)
             yield from self._answered(message, usage, attempt, tools)
             return
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
+        yield self._ledger(body, messages, "chat")
         parser = attempt.parser = wire.ChatStream(s.model)
         for chunk in post_events(client, "/chat/completions", body, abort, attempt):
             yield from feed(parser, chunk)
@@ -702,6 +753,19 @@ def _estimate(value: Any) -> int:
 def _retryable(status: int) -> bool:
     """A status worth another attempt (as the SDK retries them)."""
     return status in RETRY_STATUSES or status >= 500
+
+
+def _image_urls(value: Any) -> Iterator[str]:
+    """The data URLs of the images in a request body (Responses ``input_image``, Chat ``image_url``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("image_url", "url") and isinstance(item, str) and item.startswith("data:"):
+                yield item
+            else:
+                yield from _image_urls(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _image_urls(item)
 
 
 def unmasked(events: Iterable[ProviderEvent | Notice], mask: Mask) -> Iterator[ProviderEvent | Notice]:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..egress import Ledger
 from ..events import Usage
 from ..session import Session
 from ..text import one_line
@@ -74,9 +75,10 @@ def session_to_record(
         record["cells"] = list(session.cells)
     if session.turns:
         record["turns"] = list(session.turns)
-    if (
-        session.private_seen
-    ):  # what its requests masked, and the key of its stand-ins (nothing masked: the seed's shape)
+    if session.egress.turns:
+        record["egress"] = session.egress.turns
+    # what its requests masked, and the key of their stand-ins (nothing masked: the seed's shape)
+    if session.private_seen:
         record["maskKey"] = session.mask_key
         record["privateSeen"] = dict(session.private_seen)
     record["messages"] = messages_to_json(messages)
@@ -137,6 +139,7 @@ def session_from_record(record: dict[str, Any]) -> Session:
     session.cells = valid_cells(record.get("cells"))
     turns = record.get("turns")
     session.turns = [t for t in turns if isinstance(t, dict)] if isinstance(turns, list) else []
+    session.egress = Ledger.from_json(record.get("egress"))
     key = record.get("maskKey")
     if isinstance(key, str) and key:
         session.mask_key = key

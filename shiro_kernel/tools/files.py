@@ -141,7 +141,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     if path.suffix.lower() in IMAGE_TYPES:
         return _read_image(ctx, path)
     shown: list[str] = []
-    total = 0
+    total = read = 0
     with open(path, "rb") as fh:
         if _is_binary(fh.read(SNIFF_BYTES)):
             size = path.stat().st_size
@@ -149,6 +149,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
         fh.seek(0)
         for total, raw in enumerate(fh, start=1):
             if offset <= total < offset + limit:
+                read += len(raw)
                 line = raw.decode("utf-8", "replace").rstrip("\r\n")
                 if len(line) > LINE_CHARS:
                     line = line[:LINE_CHARS] + f" ... [line cut: {len(line)} chars]"
@@ -163,7 +164,7 @@ def read_file(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     else:
         footer = f"[{rel}: lines {offset}-{last} of {total}"
         footer += f"; to read more, call read_file with offset={last + 1}]" if last < total else "]"
-    return "\n".join(shown) + "\n" + footer
+    return ToolOutput("\n".join(shown) + "\n" + footer, meta={"file": [rel, read]})  # the egress ledger's
 
 
 # -- write_file / edit_file ----------------------------------------------------------------------

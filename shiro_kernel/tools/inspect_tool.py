@@ -22,7 +22,7 @@ from typing import Any
 
 from ..redact import redact
 from ..text import cut
-from .base import Effect, Tool, ToolContext, ToolError, schema
+from .base import Effect, Tool, ToolContext, ToolError, ToolOutput, schema
 
 #: How many characters of a repr are shown.
 REPR_CHARS = 300
@@ -31,6 +31,8 @@ MAX_VARIABLES = 60
 #: Columns listed in a DataFrame's dtypes, and characters of its head.
 MAX_COLUMNS = 40
 HEAD_CHARS = 2_000
+#: the rows of a frame's or Series' head a summary shows
+HEAD_ROWS = 5
 
 #: how long one value's summary (its repr, a dotted attribute, a frame's head) is waited for
 ANSWER_S = 3.0
@@ -200,7 +202,7 @@ def _describe_dataframe(obj: Any) -> list[str]:
     more = obj.shape[1] - len(dtypes)
     lines.append("  dtypes: " + ", ".join(dtypes) + (f", ... ({more} more columns)" if more > 0 else ""))
     try:
-        head = obj.head(5).to_string(max_cols=20, max_colwidth=40)
+        head = obj.head(HEAD_ROWS).to_string(max_cols=20, max_colwidth=40)
     except Exception as exc:  # the user's DataFrame may fail to print (odd dtypes): reported, not raised
         head = f"<head failed: {type(exc).__name__}: {exc}>"
     lines.append("  head(5):")
@@ -212,7 +214,7 @@ def _describe_series(obj: Any) -> list[str]:
     name = f", name {obj.name!r}" if obj.name is not None else ""
     lines = [f"pandas.Series, length {len(obj)}, dtype {obj.dtype}{name}"]
     try:
-        head = obj.head(5).to_string(max_rows=5)
+        head = obj.head(HEAD_ROWS).to_string(max_rows=HEAD_ROWS)
     except Exception as exc:  # the user's Series may fail to print: reported, not raised
         head = f"<head failed: {type(exc).__name__}: {exc}>"
     lines.append("  head(5):")
@@ -287,7 +289,7 @@ def _lookup(shell: Any, name: str) -> Any:
     return obj
 
 
-def _run(args: dict[str, Any], ctx: ToolContext) -> str:
+def _run(args: dict[str, Any], ctx: ToolContext) -> str | ToolOutput:
     shell = ctx.shell
     if shell is None:
         raise ToolError("no IPython shell is available, so there are no variables to inspect")
@@ -316,7 +318,25 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
             out.append(f"{name}: not summarised (this call's {CALL_S:g} s went to values that did not answer)")
         else:
             out.append(_summary(shell, name, min(ANSWER_S, left), ctx.abort))
-    return "\n".join(out) + note
+    shown = [v for v in (_values_shown(shell, name) for name in chosen) if v is not None]
+    text = "\n".join(out) + note
+    return ToolOutput(text, meta={"variables": shown}) if shown else text
+
+
+def _values_shown(shell: Any, name: str) -> list[Any] | None:
+    """``[name, rows, columns, [column names]]`` of the values a summary shows of a frame or Series (its head), for
+    the egress ledger; None for anything else (its summary shows a type, a length or a short repr)."""
+    value: Any = getattr(shell, "user_ns", {}).get(name)
+    kind = type(value)
+    if kind.__module__.split(".")[0] != "pandas" or kind.__name__ not in ("DataFrame", "Series"):
+        return None
+    try:
+        rows = min(HEAD_ROWS, len(value))
+        if kind.__name__ == "Series":
+            return [name, rows, 1, [str(value.name)]]
+        return [name, rows, int(value.shape[1]), [str(c) for c in list(value.columns)[:40]]]
+    except Exception:  # an odd subclass
+        return None
 
 
 def _summary(shell: Any, name: str, wait: float, abort: threading.Event | None) -> str:

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import egress
 from ..events import (
     BudgetReached,
     BudgetUnchecked,
@@ -28,6 +29,7 @@ from ..events import (
     NumbersChecked,
     ReasoningDelta,
     Recorded,
+    Sent,
     TextDelta,
     ToolEnd,
     ToolProgress,
@@ -69,9 +71,14 @@ class TurnLog:
     #: the answer's numbers looked up in the turn's outputs (a NumbersChecked event's, offsets checked against
     #: :attr:`answer`); None when the turn was not checked
     numbers: list[dict[str, Any]] | None = None
+    #: what the turn's requests took off the machine (:class:`~shiro_kernel.events.Sent`), for the footer
+    sent: list[egress.Request] = field(default_factory=list)
 
     def feed(self, event: Event) -> bool:
         """Fold one event in; returns True when the visible picture changed."""
+        if isinstance(event, Sent):
+            self.sent.append(event.request)
+            return False
         if isinstance(event, TextDelta):
             if self.entries and isinstance(self.entries[-1], str):
                 self.entries[-1] += event.text
@@ -258,6 +265,8 @@ def _footer_line(log: TurnLog, extra: str) -> str:
     """The footer of a finished turn, after the numbers line when some were not found."""
     assert log.end is not None
     line = marks.numbers_line(log.numbers)
+    sent = egress.brief(log.sent)
+    extra = f"{sent} · {extra}" if sent and extra else sent or extra
     return f"{line} · {footer(log.end.usage, extra)}" if line else footer(log.end.usage, extra)
 
 

@@ -6,6 +6,7 @@ the real value, and the view and the record show the real values."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from pathlib import Path
@@ -130,6 +131,8 @@ def test_a_figure_drawn_from_a_private_column_is_not_sent_unless_allowed(shiro_s
     assert body.count("data:image/png;base64") == 1  # the spend line went; the bar chart by email did not
     assert "not sent to the model: drawn from private data (df.email)" in body
     assert "ana@example.com" not in body
+    ledger = agent_of(shiro_shell).current.session.egress.requests()
+    assert [r.images for r in ledger] == [0, 1] and ledger[1].image_bytes > 1000  # the ledger counts what went
     session = agent_of(shiro_shell).current.session
     results = [r for m in session.messages if m.role == "tool" for r in m.tool_results()]
     assert results[0].displays and not results[0].images and results[1].images  # the user still sees both
@@ -239,7 +242,7 @@ def test_the_prefix_stays_byte_stable_with_private_values(shiro_shell, fake_open
         got = request.body.get("input") or request.body.get("messages") or []
         return got[:-1] if state_of(request) else got
 
-    for earlier, later in zip(requests, requests[1:]):
+    for earlier, later in itertools.pairwise(requests):
         assert later.body.get("instructions") == earlier.body.get("instructions")
         head = conversation(earlier)
         assert conversation(later)[: len(head)] == head

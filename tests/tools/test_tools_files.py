@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from shiro_kernel.tools import ToolContext, ToolError, all_tools, run_tool
+from shiro_kernel.tools.base import ToolOutput
 from shiro_kernel.tools.files import MAX_LIST, MAX_MATCHES
 from shiro_kernel.transcript import ToolCallPart
 
@@ -40,7 +41,8 @@ def run(ctx: ToolContext, name: str, **args) -> str:
     tool = all_tools()[name]
     full = {key: None for key in tool.parameters["properties"]}
     full.update(args)
-    return tool.run(full, ctx)
+    out = tool.run(full, ctx)
+    return out.text if isinstance(out, ToolOutput) else out  # read_file's text (its meta is the ledger's)
 
 
 def call(ctx: ToolContext, name: str, arguments) -> str:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from shiro_kernel.tools import ToolContext, all_tools, run_tool
+from shiro_kernel.tools.base import ToolOutput
 from shiro_kernel.transcript import ToolCallPart
 
 
@@ -25,7 +26,8 @@ def ctx(shell, tmp_path):
 
 
 def inspect(ctx: ToolContext, names=None) -> str:
-    return all_tools()["inspect"].run({"names": names}, ctx)
+    out = all_tools()["inspect"].run({"names": names}, ctx)
+    return out.text if isinstance(out, ToolOutput) else out  # the summaries (its meta is the ledger's)
 
 
 def test_all_user_variables_skip_modules_functions_classes_and_ipython_names(ctx, shell):
