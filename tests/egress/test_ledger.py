@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
+from faultlog import SECURITY, record
 from IPython.utils.capture import capture_output
 
 from shiro_kernel.egress import Ledger, Request, brief, size
@@ -72,6 +73,15 @@ def test_the_ledger_is_exact_against_what_the_server_received(shiro_shell, fake_
         and "files sales.csv" in table
         and "values of sales (2 × 3: region, email, amount)" in table
     )
+    record(
+        SECURITY
+        + f"the egress ledger against the bytes the server received ({api}): sizes, results, files, variables, "
+        "values masked, secrets redacted",
+        len(requests),
+        sum(r.bytes != len(q.raw) for r, q in zip(sent, requests, strict=True)),
+        f"{len(requests)} requests: every size byte for byte, the 3 results with their sizes, the file, the frame's "
+        "shown values, the stand-ins counted as sent; the footer and /egress say it",
+    )
 
 
 def test_the_record_keeps_the_ledger_and_the_cli_prints_it(shiro_shell, fake_openai, tmp_path):
@@ -82,9 +92,9 @@ def test_the_record_keeps_the_ledger_and_the_cli_prints_it(shiro_shell, fake_ope
     run(shiro_shell, "%shiro /save")
     from shiro_kernel.store.sessions import SessionStore
 
-    record = SessionStore().load_record(session.id)
-    assert [len(t["requests"]) for t in record["egress"]] == [1, 1]
-    assert [r["bytes"] for t in record["egress"] for r in t["requests"]] == [len(r.raw) for r in fake_openai.requests]
+    saved = SessionStore().load_record(session.id)
+    assert [len(t["requests"]) for t in saved["egress"]] == [1, 1]
+    assert [r["bytes"] for t in saved["egress"] for r in t["requests"]] == [len(r.raw) for r in fake_openai.requests]
     printed = subprocess.run(
         [sys.executable, "-m", "shiro_kernel.cli", "sessions", "egress", session.id[:13]],
         capture_output=True,

@@ -20,6 +20,7 @@ from IPython.utils.capture import capture_output
 from shiro_kernel.redact import escaped
 
 EMAILS = ["ana.lima@example.com", "o'brien@example.org", "zoë.ünal@example.net"]
+SECRET = 'pa\\ss"wörd-9Zq!x'  # a backslash, a quote and a non-ASCII letter: every escape it can take
 CSV = "id,email,spend\n1,ana.lima@example.com,120.5\n2,o'brien@example.org,80\n3,zoë.ünal@example.net,42.25\n"
 
 
@@ -37,7 +38,9 @@ def leaks(requests: list[Any]) -> list[str]:
     """The private values, in any form, found in what the server received."""
     raw = b"".join(r.raw for r in requests)
     sent = "\n".join(json.dumps(r.body, ensure_ascii=False) for r in requests)
-    forms = {f for value in EMAILS for f in escaped(value)} | {json.dumps(v)[1:-1] for v in EMAILS}
+    values = [*EMAILS, SECRET]
+    forms = {f for value in values for f in escaped(value)} | {json.dumps(v)[1:-1] for v in values}
+    forms |= {json.dumps(f)[1:-1] for f in list(forms)}  # escaped once more: JSON inside a JSON body
     return sorted(f for f in forms if f in sent or f.encode() in raw or f.encode("unicode_escape") in raw)
 
 
@@ -48,7 +51,10 @@ def stand_in(request: Any) -> str:
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
-def test_no_route_sends_a_private_value_and_aggregates_still_arrive(shiro_shell, fake_openai, tmp_path, api):
+def test_no_route_sends_a_private_value_and_aggregates_still_arrive(
+    shiro_shell, fake_openai, tmp_path, monkeypatch, api
+):
+    monkeypatch.setenv("WAREHOUSE_PASSWORD", SECRET)  # and a secret on the same routes
     Path(tmp_path, "customers.csv").write_text(CSV, encoding="utf-8")
     run(shiro_shell, "import pandas as pd\ndf = pd.read_csv('customers.csv')")
     run(shiro_shell, f'%config Shiro.api = "{api}"')
@@ -63,6 +69,8 @@ def test_no_route_sends_a_private_value_and_aggregates_still_arrive(shiro_shell,
         "raise KeyError(df.email[1])",
         "df.email.str.upper().str.lower()",  # displayed as the cell's value
         "print(df.spend.sum(), df.email.nunique(), list(df.columns))",
+        "import os; s = os.environ['WAREHOUSE_PASSWORD']; print(s, repr(s), json.dumps({'p': s}))",
+        "import os; raise KeyError(os.environ['WAREHOUSE_PASSWORD'])",
     ]
     ran: dict[str, Any] = {}
 
@@ -91,7 +99,7 @@ def test_no_route_sends_a_private_value_and_aggregates_still_arrive(shiro_shell,
     assert leaks(requests) == []
     decoded = json.dumps([r.body for r in requests], ensure_ascii=False)
     assert "242.75" in decoded and "120.5" in decoded and '"email"' in decoded.replace("\\", "")  # aggregates, columns
-    assert "spend" in decoded and "KeyError" in decoded
+    assert "spend" in decoded and "KeyError" in decoded and "[redacted:WAREHOUSE_PASSWORD]" in decoded
     # the stand-in the model wrote ran as the real value: its output is the real customer's spend
     session = agent_of(shiro_shell).current.session
     outputs = [r.output for m in session.messages if m.role == "tool" for r in m.tool_results()]
@@ -105,10 +113,11 @@ def test_no_route_sends_a_private_value_and_aggregates_still_arrive(shiro_shell,
     assert leaks([again]) == [] and ran["token"] in json.dumps(again.body)
     record(
         SECURITY + f"private values through every route ({api}): a printed frame, to_string, tolist, an f-string, "
-        "JSON, an exception, a displayed value, inspect, read_file and grep of the CSV, the workspace and the prompt",
+        "JSON, an exception, a displayed value, inspect, read_file and grep of the CSV, the workspace and the prompt; "
+        "a secret with a backslash, a quote and a non-ASCII letter printed raw, as a repr, in JSON and in a KeyError",
         len(routes) + 5,
         len(leaks(fake_openai.requests)),
-        "0 private values in any form in the bytes the server received (5 requests); the sum, the count and the "
+        "0 private values and 0 secrets in any form in the bytes the server received (5 requests); the sum, the count and the "
         "column names arrived; a stand-in in the model's code ran as the real value; the view showed it",
     )
 
