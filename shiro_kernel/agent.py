@@ -17,34 +17,38 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from . import policy, redact
 from .config import Shiro, agent_variant
 from .context import cell_changes, restart, workspace
 from .context.offer import Offer, lean_for, with_loader
-from .context.prompt import session_instructions
+from .context.prompt import Kept, session_instructions, step_state
 from .current import Current
-from .errors import RequestError, StoreError
+from .errors import RequestError
 from .events import BudgetUnchecked, Event, Notice, Observer, TurnEnd
 from .line import Line
 from .mcp.link import McpLink, McpSeams
-from .memory.named import MemoryStore, normalize_mute_list
-from .memory.notes import NoteStore
+from .memory.session_memory import SessionMemory
 from .notebook import LiveNotebook, live_notebook
 from .numbers.turn_check import LastAnswer
-from .numbers.verify import Verifier
 from .plan import HEADLESS, Frontend, Ready, plan
 from .private.kernel import PrivateValues
-from .provider import Provider, ProviderSettings
+from .provider import Provider
 from .provider.client import answer
+from .provider.holder import ProviderHolder
 from .provider.pricing import price_of
-from .recorder import CellSnapshot, EgressLedger, ReplayRecord, SaveRecord, SideNotices, history_notice
+from .recorder import (
+    CellSnapshot,
+    EgressLedger,
+    ReplayRecord,
+    SaveRecord,
+    SideNotices,
+    TightenOnce,
+    history_notice,
+)
 from .rerun.check import check_notebook
-from .store import files, private
+from .store import files
 from .store.assets import assets
 from .store.history import PromptHistory
 from .store.ids import uuid7
@@ -70,10 +74,6 @@ def check_saved(path: Path, timeout: float) -> str:
     return check_notebook(path, timeout=timeout).summary()
 
 
-#: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
-MERGE_RETRIES = 2
-
-
 class Agent:
     def __init__(self, shell: Any = None, config: Shiro | None = None) -> None:
         self.shell = shell
@@ -86,14 +86,12 @@ class Agent:
             store_setting=lambda: bool(self.config.store),
             model=lambda: str(self.config.model),
         )
-        self.muted: list[str] = normalize_mute_list(self.config.mute)
-        #: ``--no-memory`` / ``--memory`` for this kernel's session; None: ``Shiro.memory`` decides
-        self.memory_on: bool | None = None
-        self._provider: Provider | None = None
+        #: memory on or off for the session, the memories muted, the project's stores (:mod:`~.memory.session_memory`)
+        self.memory = SessionMemory(self.config, lambda: self.root)
+        self.providers = ProviderHolder(self.config, lambda: self.current.session.id)
         self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
         self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
-        self._greeted: str | None = None  # the session the boot header was shown for
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(
             McpSeams(
@@ -109,9 +107,8 @@ class Agent:
         self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
         #: the ids of the turns run or replayed in this kernel: a rerun of their cell asks the model
         self.turns_here: set[str] = set()
-        self._tighten: Future[str | None] | None = None  # making an older SHIRO_HOME private, once
-        self._tightened_shown = False
-        self._built: tuple[tuple[object, ...], str] | None = None  # the session's instructions, by what they hold
+        self.tighten = TightenOnce()  # making an older SHIRO_HOME private, once
+        self._kept = Kept()  # the session's instructions, by what they hold
         self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
         #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
         self.undo = Undo(lambda: float(self.config.undo_max_mb))
@@ -142,26 +139,6 @@ class Agent:
     def history(self) -> PromptHistory:
         return PromptHistory.for_project(self.root)
 
-    def memory_enabled(self) -> bool:
-        return self.config.memory if self.memory_on is None else self.memory_on
-
-    def set_memory(self, on: bool) -> str:
-        """``--memory`` / ``--no-memory``: for the rest of this session; the line to show."""
-        self.memory_on = on
-        if on:
-            return "memory is on: project notes and named memories are loaded and written again"
-        return (
-            "memory is off for this session: no project notes or named memories are loaded or written "
-            "(turn it back on with %shiro --memory)"
-        )
-
-    def notes(self, enabled: bool | None = None) -> NoteStore | None:
-        on = self.memory_enabled() if enabled is None else enabled
-        return NoteStore.for_project(self.root) if on else None
-
-    def memories(self, model: str | None = None) -> MemoryStore:
-        return MemoryStore.for_project(self.root, model or self.config.model, self.muted)
-
     def _user_ns(self) -> dict[str, Any] | None:
         ns = getattr(self.shell, "user_ns", None)
         return ns if isinstance(ns, dict) else None
@@ -180,49 +157,15 @@ class Agent:
 
     # -- the provider, rebuilt when its settings change -------------------------------------------------
     def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
-        """The provider for these settings: the same one while they stay (its client, its input cache)."""
-        settings = self._settings(model, reasoning_effort)
-        if self._provider is None or self._provider.settings != settings:
-            self._provider = Provider(settings)
-        return self._provider
-
-    def _settings(self, model: str | None, reasoning_effort: str | None = None) -> ProviderSettings:
-        """What every request is made with; raises :class:`~shiro_kernel.errors.PolicyError` when they (an
-        environment default, ``%shiro --model``, a setting made before the policy) are beyond the administrator's
-        policy, whose redaction floor applies from here on."""
-        c = self.config
-        found = policy.check(
-            {"base_url": c.base_url, "model": model or c.model, "approval": c.approval, "budget_usd": c.budget_usd}
-        )
-        redact.set_floor(policy.redact_floor(found))
-        return ProviderSettings(
-            model=model or c.model,
-            api=c.api,
-            base_url=c.base_url,
-            store=c.store,
-            stream=c.stream,
-            timeout_s=c.timeout_s,
-            max_retries=c.max_retries,
-            reasoning_effort=reasoning_effort,
-            cache_key=self.current.session.id,  # one session, one cache: its requests share their prefix
-            api_explicit=c.api_chosen,
-            vision=c.vision,
-            max_output_tokens=c.max_output_tokens,
-            text_calls=c.text_calls,
-        )
+        """The provider for these settings (:class:`~.provider.holder.ProviderHolder`)."""
+        return self.providers.get(model, reasoning_effort)
 
     def threshold(self) -> int:
-        """Where the history is pruned: ``Shiro.compact_threshold``, or less where the server's context window is
-        known to take less (:meth:`~shiro_kernel.provider.profile.ServerProfile.threshold`)."""
-        provider = self._provider
-        threshold = int(self.config.compact_threshold)
-        return threshold if provider is None else provider.threshold(threshold)
+        return self.providers.threshold()
 
     def ask_model(self, system: str, prompt: str) -> str:
-        """One plain model call with no tools (``/memory``), retried as the seed's merge call is
-        (:data:`MERGE_RETRIES`). Raises :class:`ProviderError`."""
-        provider = Provider(replace(self._settings(None), max_retries=MERGE_RETRIES))
-        return answer(provider.stream(system, [Message.user(prompt)], [], None)).text
+        """One plain model call with no tools (``/memory``). Raises :class:`ProviderError`."""
+        return answer(self.providers.plain().stream(system, [Message.user(prompt)], [], None)).text
 
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, line: Line | str, front: Frontend = HEADLESS, *, keep_abort: bool = False) -> TurnEnd:
@@ -279,8 +222,14 @@ class Agent:
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
         offer = Offer(tools, self.lean(provider.profile.local, model), current.wire.loaded)
         ns, hidden = self._user_ns(), getattr(self.shell, "user_ns_hidden", None)
-        told, answer_step, verifier = self._data_steps(
-            line.prompt, offer.lean, provider.reads_text_calls, ns, context, hidden
+        data = workspace.data_steps(
+            line.prompt,
+            ns,
+            context,
+            hidden,
+            lean=offer.lean,
+            code_blocks=provider.reads_text_calls,
+            verify=self.verifies(offer.lean),
         )
         return Ready(
             session=current.session,
@@ -297,25 +246,9 @@ class Agent:
             turn_id=(turn_id := uuid7()),
             checkpoint=self.undo.checkpointer(turn_id),
             specs=offer.specs,
-            workspace=told,
-            answer_step=answer_step,
-            verifier=verifier,
-        )
-
-    def _data_steps(
-        self, prompt: str, lean: bool, code_blocks: bool, ns: Any, ctx: ToolContext, hidden: Any
-    ) -> tuple[str, workspace.AnswerStep, Verifier | None]:
-        """What a turn is told of the data it can work on, and the check of its answer (:class:`Ready`'s fields):
-        the workspace (:func:`~.context.workspace.block`); for a lean request whose prompt names data, the step to
-        take first and the step after its code's output (:func:`~.context.workspace.first_step`,
-        :func:`~.context.workspace.answer_step`; ``code_blocks``: the server's text calls are read); the answer's
-        check (:meth:`verifies`)."""
-        named = workspace.named(prompt, ns, ctx, hidden) if lean or self.verifies(lean) else []
-        step = workspace.first_step(named, code_blocks) if lean else ""
-        return (
-            "\n\n".join(t for t in (workspace.block(prompt, ns, ctx, hidden), step) if t),
-            workspace.answer_step(named) if lean else workspace.AnswerStep(),
-            Verifier(prompt, named, code_blocks=code_blocks) if self.verifies(lean) else None,
+            workspace=data.told,
+            answer_step=data.answer_step,
+            verifier=data.verifier,
         )
 
     def lean(self, local: bool, model: str) -> bool:
@@ -330,8 +263,8 @@ class Agent:
     def _tool_context(self, model: str) -> ToolContext:
         """What the tools may touch this turn: the project, the kernel, the task list, the memory stores."""
         root, notebook = self.root, self.notebook
-        notes = self.notes()
-        memories = self.memories(model) if self.memory_enabled() else None
+        notes = self.memory.notes()
+        memories = self.memory.in_use(model)
         provenance = {
             "sessionId": self.current.session.id,
             "notebook": str(notebook) if notebook else None,
@@ -380,8 +313,8 @@ class Agent:
             notebook_path=self.notebook,
             image_max_px=self.config.image_max_px,
             tasks=self.current.session.tasks,
-            notes=self.notes(),
-            memories=self.memories() if self.memory_enabled() else None,
+            notes=self.memory.notes(),
+            memories=self.memory.in_use(),
             check=check_saved,
         )
 
@@ -389,49 +322,53 @@ class Agent:
         self, ctx: ToolContext, variant: str, variant_prompt: str, emit: Callable[[Event], None], offer: Offer
     ) -> str:
         """The system prompt, built once per session (when it starts, resumes or is cleared) and the same bytes
-        for every step and turn after, so a provider's prefix cache serves it: identity, environment, the
-        repository's AGENTS.md and the memory injected at the start of the session. What changes as the
-        session goes is in :meth:`_state`, after the conversation."""
-        model = self.current.session.model or self.config.model
-        key: tuple[object, ...] = (self.current.session.id, variant, variant_prompt, self.config.approval)
-        key += (str(ctx.root), str(ctx.notebook_path), model, self.memory_enabled(), tuple(self.muted), offer.lean)
-        if self._built is not None and self._built[0] == key:
-            return self._built[1]
-        built = session_instructions(
-            ctx,
-            approval=self.config.approval,
-            asking=[t.name for t in self.tools.values() if t.needs_approval and (not offer.lean or t.lean)],
-            variant=variant,
-            variant_prompt=variant_prompt,
-            lean=offer.lean,
+        for every step and turn after, so a provider's prefix cache serves it (:class:`~.context.prompt.Kept`):
+        identity, environment, the repository's AGENTS.md and the memory injected at the start of the session.
+        What changes as the session goes is in :meth:`_state`, after the conversation."""
+        session = self.current.session
+        model = session.model or self.config.model
+        key: tuple[object, ...] = (session.id, variant, variant_prompt, self.config.approval)
+        key += (
+            str(ctx.root),
+            str(ctx.notebook_path),
+            model,
+            self.memory.enabled(),
+            tuple(self.memory.muted),
+            offer.lean,
         )
-        for warning in built.warnings:  # AGENTS.md cut or left out, notes unreadable: said in the cell, once a session
+        asking = [t.name for t in self.tools.values() if t.needs_approval and (not offer.lean or t.lean)]
+        text, warnings, greeting = self._kept.get(
+            key,
+            session.id,
+            lambda: session_instructions(
+                ctx,
+                approval=self.config.approval,
+                asking=asking,
+                variant=variant,
+                variant_prompt=variant_prompt,
+                lean=offer.lean,
+            ),
+        )
+        for warning in warnings:  # AGENTS.md cut or left out, notes unreadable: said in the cell, once a session
             emit(Notice(warning, kind="warning"))
-        if built.notes and self._greeted != self.current.session.id:  # the seed's boot header, once per session start
-            self._greeted = self.current.session.id
-            emit(Notice(f"memory: {built.notes} notes about this project"))  # the seed's words, plural always
-        text = built.text
-        self._built = (key, text)
+        if greeting:  # the seed's boot header, once per session start
+            emit(Notice(greeting))
         return text
 
     def _state(self, ctx: ToolContext) -> Callable[[], str]:
-        """What changes during a session, rebuilt every step as one system message after the conversation
-        (never stored, so pruning and ``/compact`` cannot touch it): the task list, read again every step;
-        the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
-        the agent since its last turn; the numbers of the last answer that no tool output had."""
-        tell_lost, self.current.tell_lost = self.current.tell_lost, False
-        undone = self.undo.journal.note()  # steps the user took back since the model last heard: told all this turn
-        numbers = self.numbers.note(self.current.session, self.config.check_numbers)  # the last answer's, all this turn
-        before = self.current.session.cells
-        changed = cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else ""
-        tasks = self.current.session.tasks
-
-        def state() -> str:
-            lost = restart.prompt_block(self.current.lost_now()) if tell_lost else ""
-            blocks = (tasks.render_prompt_block(), lost, changed, numbers, undone)
-            return "\n".join(b for b in blocks if b).strip("\n")
-
-        return state
+        """What changes during a session (:func:`~.context.prompt.step_state`): the task list; the variables a
+        kernel restart lost (the first turn after a resume); the cells edited or run outside the agent since its
+        last turn; the numbers of the last answer that no tool output had; the steps the user took back."""
+        current = self.current
+        tell_lost, current.tell_lost = current.tell_lost, False
+        before = current.session.cells
+        return step_state(
+            current.session.tasks,
+            lambda: restart.prompt_block(current.lost_now()) if tell_lost else "",
+            cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else "",
+            self.numbers.note(current.session, self.config.check_numbers),  # the last answer's, all this turn
+            self.undo.journal.note(),  # steps the user took back since the model last heard: told all this turn
+        )
 
     # -- undo ------------------------------------------------------------------------------------------
     def _undo_said(self) -> list[Notice]:
@@ -459,26 +396,12 @@ class Agent:
         history, appended meanwhile off the turn's path; an older, looser SHIRO_HOME made private once per kernel;
         MCP's notices; the steps the user took back."""
         history_job = files.background(self.history().append, line.prompt)
-        if self._tighten is None:
-            self._tighten = files.background(private.tighten_home)
-        return [lambda: history_notice(history_job), self._tightened, self.mcp.notices, self._undo_said]
+        self.tighten.start()
+        return [lambda: history_notice(history_job), self.tighten.notices, self.mcp.notices, self._undo_said]
 
     def _numbers(self, line: Line, ready: Ready) -> Observer | None:
         """The answer's numbers looked up in the turn's outputs (``Shiro.check_numbers``; None: off)."""
         return self.numbers.check(line.prompt, ready.session, self.config.check_numbers)
-
-    def _tightened(self) -> list[Notice]:
-        """The notice of :func:`~shiro_kernel.store.private.tighten_home`, at the first turn end after it
-        finished (it is returned once: never waited for with a timeout that could drop it)."""
-        job = self._tighten
-        if job is None or self._tightened_shown or not job.done():
-            return []
-        self._tightened_shown = True
-        try:
-            notice = job.result()
-        except StoreError:  # tightening never raises by design; a store failure is said by the writes
-            notice = None
-        return [Notice(notice, kind="warning")] if notice else []
 
     def _budget(self, model: str, emit: Callable[[Event], None]) -> float | None:
         """The turn's spend limit: ``Shiro.budget_usd``, or None when there is none or the model has no

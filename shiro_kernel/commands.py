@@ -24,7 +24,7 @@ MEMORY_OFF = "memory is disabled (--no-memory)\nturn it back on with %shiro --me
 def _notes(agent: Agent, arg: str) -> str:
     from .context.instructions import read_instructions
 
-    store = agent.notes()
+    store = agent.memory.notes()
     if store is None:
         return MEMORY_OFF
     read = read_instructions(agent.root, agent.notebook).listing()
@@ -32,7 +32,7 @@ def _notes(agent: Agent, arg: str) -> str:
 
 
 def _memory(agent: Agent, arg: str) -> str:
-    store = agent.notes()
+    store = agent.memory.notes()
     if store is None:
         return MEMORY_OFF
     return store.summarize(agent.ask_model)

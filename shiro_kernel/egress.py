@@ -12,10 +12,13 @@ keeps each turn's requests (:class:`Ledger`, in its record); the footer says a t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from .store.ids import now_iso
+from .transcript import Message, ToolResultPart
 
 
 @dataclass
@@ -50,6 +53,64 @@ class Request:
             return cls(**known)
         except TypeError:
             return None
+
+
+@dataclass
+class Seen:
+    """What earlier requests of one provider carried: the tool results (by call id) and the images (by hash)."""
+
+    calls: set[str] = field(default_factory=set)
+    images: set[int] = field(default_factory=set)
+
+
+def request_of(
+    body: dict[str, Any],
+    messages: list[Message],
+    base_url: str,
+    api: str,
+    seen: Seen,
+    *,
+    masked: int = 0,
+    redacted: int = 0,
+) -> Request:
+    """The ledger's entry for the request ``body`` built from ``messages`` for the server at ``base_url``: what it
+    carries that no request before it did (``seen``, updated); ``masked`` and ``redacted``: what building it
+    masked and redacted."""
+    size = body_bytes(body)
+    parts = urlsplit(base_url)
+    host = (parts.hostname or base_url) + (f":{parts.port}" if parts.port else "")
+    request = Request(host, api, size, -(-size // 4), masked=masked, redacted=redacted)  # characters / 4
+    for m in messages:
+        for part in m.parts if m.role == "tool" else ():
+            if type(part) is not ToolResultPart or part.call_id in seen.calls:
+                continue
+            seen.calls.add(part.call_id)
+            request.results.append([part.name, len(part.output)])
+            file = part.meta.get("file")
+            if isinstance(file, list) and len(file) == 2:
+                request.files.append(list(file))
+            shown = part.meta.get("variables")
+            if isinstance(shown, list):
+                request.variables += [v for v in shown if isinstance(v, list) and len(v) == 4]
+    for url in _image_urls(body):
+        if hash(url) not in seen.images:
+            seen.images.add(hash(url))
+            request.images += 1
+            request.image_bytes += len(url)
+    return request
+
+
+def _image_urls(value: Any) -> Iterator[str]:
+    """The data URLs of the images in a request body (Responses ``input_image``, Chat ``image_url``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("image_url", "url") and isinstance(item, str) and item.startswith("data:"):
+                yield item
+            else:
+                yield from _image_urls(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _image_urls(item)
 
 
 def body_bytes(body: dict[str, Any]) -> int:
@@ -151,4 +212,4 @@ def table(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Ledger", "Request", "body_bytes", "brief", "size", "table"]
+__all__ = ["Ledger", "Request", "Seen", "body_bytes", "brief", "request_of", "size", "table"]

@@ -206,11 +206,10 @@ class ShiroMagics(Magics):
     def _session_flags(self, agent: Agent, line: Line) -> None:
         """``--mute``, ``--no-memory`` and ``--memory`` hold for the rest of the session."""
         if line.mute:
-            agent.muted = sorted(set(agent.muted) | set(line.mute))
-            for warning in agent.memories().mute_warnings(list(line.mute)):
+            for warning in agent.memory.mute(line.mute):
                 print(warning, file=sys.stderr)
         if line.memory is not None:
-            print(agent.set_memory(line.memory))
+            print(agent.memory.set(line.memory))
 
     def _controller(self) -> LiveController | None:
         """The controller of background turns when they run here (a widget frontend), else None."""

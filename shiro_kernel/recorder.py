@@ -27,6 +27,7 @@ from .events import Event, Notice, Recorded, Sent, TurnEnd
 from .line import Line
 from .rerun.find import record_turn_end
 from .session import Session
+from .store import files, private
 from .store.ids import uuid7
 from .tools import Tool
 
@@ -111,6 +112,31 @@ class SaveRecord:
         return [Notice(note, kind="warning"), event] if note else None
 
 
+class TightenOnce:
+    """An older, looser SHIRO_HOME made private once per kernel (:func:`~shiro_kernel.store.private.tighten_home`),
+    off the turn's path; its notice said at the first turn end after it finished (once: never waited for with a
+    timeout that could drop it)."""
+
+    def __init__(self) -> None:
+        self._job: Future[str | None] | None = None
+        self._shown = False
+
+    def start(self) -> None:
+        if self._job is None:
+            self._job = files.background(private.tighten_home)
+
+    def notices(self) -> list[Notice]:
+        job = self._job
+        if job is None or self._shown or not job.done():
+            return []
+        self._shown = True
+        try:
+            notice = job.result()
+        except StoreError:  # tightening never raises by design; a store failure is said by the writes
+            notice = None
+        return [Notice(notice, kind="warning")] if notice else []
+
+
 def history_notice(job: Future[bool]) -> list[Notice]:
     """The prompt history's append, finished by now (a convenience: a failure is one warning)."""
     try:
@@ -122,4 +148,4 @@ def history_notice(job: Future[bool]) -> list[Notice]:
     return []
 
 
-__all__ = ["CellSnapshot", "EgressLedger", "ReplayRecord", "SaveRecord", "SideNotices", "history_notice"]
+__all__ = ["CellSnapshot", "EgressLedger", "ReplayRecord", "SaveRecord", "SideNotices", "TightenOnce", "history_notice"]

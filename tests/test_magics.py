@@ -168,11 +168,11 @@ def test_session_flags_typed_while_a_turn_runs_apply_without_a_prompt(live_shell
     assert said in cap.stdout and "from the next turn on" in cap.stdout
     agent = magics.agent
     if flags == "--no-memory":
-        assert agent.memory_enabled() is False
+        assert agent.memory.enabled() is False
     elif flags == "--memory":
-        assert agent.memory_enabled() is True
+        assert agent.memory.enabled() is True
     else:
-        assert {"gh-helper", "notes"} <= set(agent.muted)
+        assert {"gh-helper", "notes"} <= set(agent.memory.muted)
     assert magics.controller.wait_idle(10)
     assert len(fake_openai.requests) == 1  # the flag queued no turn
     assert magics.controller.finished[-1].view.turn_log.answer == "still running"

@@ -12,7 +12,7 @@ from fakeopenai import Call, Reply
 from turnutil import TOOLS
 
 from shiro_kernel.approval import ALWAYS, APPROVE, DENY, LATER
-from shiro_kernel.events import Error, Notice, StepStart, TextDelta, ToolStart, TurnEnd
+from shiro_kernel.events import Error, Notice, Sent, StepStart, TextDelta, ToolStart, TurnEnd
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
@@ -37,7 +37,7 @@ def test_a_text_answer_is_one_step_streamed_in_deltas(tmp_path):
     end = turn(model, tmp_path, events).run("what is it?")
     assert (end.reason, end.usage.input_tokens, end.usage.output_tokens) == ("answered", 100, 10)
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The answer is 42."
-    assert [type(e) for e in events if not isinstance(e, TextDelta)] == [StepStart, TurnEnd]
+    assert [type(e) for e in events if not isinstance(e, (TextDelta, Sent))] == [StepStart, TurnEnd]
     assert [m.text for m in model.history[0].messages] == ["what is it?"]
     assert model.history[0].tools == list(TOOLS)
 

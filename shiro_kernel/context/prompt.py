@@ -25,6 +25,7 @@ from ..errors import CorruptFile
 from .instructions import read_instructions
 
 if TYPE_CHECKING:
+    from ..tasks import TaskList
     from ..tools.base import ToolContext
 
 BASE = """You are shiro, an agent working inside a Jupyter notebook next to a data scientist.
@@ -155,3 +156,39 @@ def session_instructions(
         lean=lean,
     )
     return Built(text, warnings, count)
+
+
+@dataclass
+class Kept:
+    """A kernel's instructions, kept by what they hold (``key``): built again only when that changes (a session
+    started, resumed or cleared, another model or variant), so every step and turn sends the same bytes."""
+
+    key: tuple[object, ...] | None = None
+    text: str = ""
+    #: the session the "memory: N notes" line was said for (once per session start)
+    greeted: str | None = None
+
+    def get(self, key: tuple[object, ...], session_id: str, build: Callable[[], Built]) -> tuple[str, list[str], str]:
+        """The instructions for ``key``, and what to say as they are built: the warnings, and the seed's boot
+        line for the session ('' when kept, or said already)."""
+        if self.key == key:
+            return self.text, [], ""
+        built = build()
+        greeting = ""
+        if built.notes and self.greeted != session_id:
+            self.greeted = session_id
+            greeting = f"memory: {built.notes} notes about this project"  # the seed's words, plural always
+        self.key, self.text = key, built.text
+        return built.text, list(built.warnings), greeting
+
+
+def step_state(tasks: TaskList, lost: Callable[[], str], *blocks: str) -> Callable[[], str]:
+    """What changes during a session, rebuilt every step as one message after the conversation (never stored, so
+    pruning and ``/compact`` cannot touch it): the task list, read again every step; ``lost``, what a kernel restart
+    lost (asked every step); then ``blocks`` fixed for the turn (cells changed outside the agent, the last answer's
+    numbers no output had, the steps the user took back)."""
+
+    def state() -> str:
+        return "\n".join(b for b in (tasks.render_prompt_block(), lost(), *blocks) if b).strip("\n")
+
+    return state

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ShiroError
+from ..numbers.verify import Verifier
 from ..tools.base import ToolContext
 from ..transcript import ToolResultPart
 
@@ -312,4 +313,49 @@ def _is_data(value: Any) -> bool:
     )
 
 
-__all__ = ["CAP_CHARS", "HEADER", "NOT_RUN", "AnswerStep", "answer_step", "block", "first_step", "named", "named_files"]
+@dataclass(frozen=True)
+class DataSteps:
+    """What a turn is told of the data it can work on, and how its answer is checked (:class:`~shiro_kernel.plan.
+    Ready`'s ``workspace``, ``answer_step`` and ``verifier``)."""
+
+    told: str
+    answer_step: AnswerStep
+    verifier: Verifier | None
+
+
+def data_steps(
+    prompt: str,
+    ns: Mapping[str, Any] | None,
+    ctx: ToolContext,
+    hidden: Mapping[str, Any] | None,
+    *,
+    lean: bool,
+    code_blocks: bool,
+    verify: bool,
+) -> DataSteps:
+    """The :class:`DataSteps` of a turn: the block (:func:`block`); for a lean request whose prompt names data, the
+    step to take first and the step after its code's output (:func:`first_step`, :func:`answer_step`;
+    ``code_blocks``: the server's text calls are read); the answer's check where ``verify``
+    (:class:`~shiro_kernel.numbers.verify.Verifier`)."""
+    found = named(prompt, ns, ctx, hidden) if lean or verify else []
+    step = first_step(found, code_blocks) if lean else ""
+    return DataSteps(
+        "\n\n".join(t for t in (block(prompt, ns, ctx, hidden), step) if t),
+        answer_step(found) if lean else AnswerStep(),
+        Verifier(prompt, found, code_blocks=code_blocks) if verify else None,
+    )
+
+
+__all__ = [
+    "CAP_CHARS",
+    "HEADER",
+    "NOT_RUN",
+    "AnswerStep",
+    "DataSteps",
+    "answer_step",
+    "block",
+    "data_steps",
+    "first_step",
+    "named",
+    "named_files",
+]

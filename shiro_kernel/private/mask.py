@@ -24,10 +24,13 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..redact import escaped
+
+if TYPE_CHECKING:
+    from ..events import Notice, ProviderEvent
 
 STAND_IN = re.compile(r"\[private:([A-Za-z0-9_-]{1,24}):([0-9a-f]{8,16})\]")
 #: the hex digits of a stand-in, and the longer ones a collision gets
@@ -222,4 +225,36 @@ def _may_start(text: str) -> bool:
     )
 
 
-__all__ = ["STAND_IN", "Mask", "StreamUnmask"]
+def unmasked(events: Iterable[ProviderEvent | Notice], mask: Mask) -> Iterator[ProviderEvent | Notice]:
+    """``events`` with the private values' stand-ins the model wrote turned back into the values
+    (:mod:`shiro_kernel.private.mask`): the streamed text (a stand-in split across deltas is held until whole), and
+    the answer that goes into the record — its text, and its calls' arguments as code that runs in the kernel."""
+    from dataclasses import replace
+
+    from ..events import Done, TextDelta
+    from ..transcript import TextPart, ToolCallPart
+
+    stream = StreamUnmask(mask)
+    for event in events:
+        if isinstance(event, TextDelta):
+            text = stream.feed(event.text)
+            if text:
+                yield TextDelta(text)
+            continue
+        if isinstance(event, Done):
+            rest = stream.flush()
+            if rest:
+                yield TextDelta(rest)
+            parts = [
+                replace(p, text=mask.unmask(p.text))
+                if isinstance(p, TextPart)
+                else replace(p, arguments=mask.unmask_arguments(p.arguments))
+                if isinstance(p, ToolCallPart)
+                else p
+                for p in event.message.parts
+            ]
+            event = replace(event, message=replace(event.message, parts=parts))
+        yield event
+
+
+__all__ = ["STAND_IN", "Mask", "StreamUnmask", "unmasked"]

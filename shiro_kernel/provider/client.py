@@ -66,6 +66,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import environment
+from ..egress import Seen
+from ..private.mask import unmasked
 from ..store.paths import home
 from . import state as state_place
 from . import textcalls
@@ -93,6 +95,7 @@ from .profile import Answer, Failure, Profiles, ServerProfile
 from .transport import Attempt, feed, post_events, post_json, split_query
 
 if TYPE_CHECKING:
+    from ..config import Shiro
     from ..events import Error, Notice, ProviderEvent, Sent, Usage
     from ..private.mask import Mask
     from ..transcript import Message
@@ -137,6 +140,29 @@ class ProviderSettings:
     #: ``Shiro.text_calls``: read a call the model wrote as its whole answer's text (:mod:`.textcalls`): True, False,
     #: or "auto" — for a server on this machine or the user's network (a local engine), never a hosted API
     text_calls: str | bool = "auto"
+
+    @classmethod
+    def of(
+        cls, config: Shiro, model: str | None, reasoning_effort: str | None, cache_key: str | None
+    ) -> ProviderSettings:
+        """The settings a turn (or a plain call) is made with: ``config``'s, the model ``%shiro --model`` chose
+        (None: the setting's), the agent variant's reasoning effort and the session's cache key."""
+        c = config
+        return cls(
+            model=model or c.model,
+            api=c.api,
+            base_url=c.base_url,
+            store=c.store,
+            stream=c.stream,
+            timeout_s=c.timeout_s,
+            max_retries=c.max_retries,
+            reasoning_effort=reasoning_effort,
+            cache_key=cache_key,
+            api_explicit=c.api_chosen,
+            vision=c.vision,
+            max_output_tokens=c.max_output_tokens,
+            text_calls=c.text_calls,
+        )
 
 
 _clients: OrderedDict[tuple[str, str | None], Any] = OrderedDict()
@@ -201,8 +227,7 @@ class Provider:
         self.private: Callable[[], Mask | None] | None = None
         self._mask: Mask | None = None  # this call's
         #: for the egress ledger: the tool results and images already sent, and what the request being built masked
-        self._sent_calls: set[str] = set()
-        self._sent_images: set[int] = set()
+        self._sent = Seen()
         self._masked = self._redacted = 0
         self._inputs: InputCache | None = None  # each message's Responses items, built once
         self._system: tuple[str, str] | None = None  # the session's instructions, and as they may leave
@@ -532,44 +557,13 @@ class Provider:
         return text
 
     def _ledger(self, body: dict[str, Any], messages: list[Message], api: str) -> Sent:
-        """The ledger's entry for the request ``body`` (:mod:`shiro_kernel.egress`): what it carries that no
-        earlier request of this provider did. Resets the counts of what was masked for the next request."""
-        from urllib.parse import urlsplit
-
-        from ..egress import Request, body_bytes
+        """The egress ledger's entry for the request ``body`` (:func:`shiro_kernel.egress.request_of`), with what
+        building it masked and redacted (counted from here on for the next request)."""
+        from ..egress import request_of
         from ..events import Sent
-        from ..transcript import ToolResultPart
 
-        size = body_bytes(body)
-        parts = urlsplit(self.base_url)
-        host = parts.hostname or self.host
-        request = Request(
-            host + (f":{parts.port}" if parts.port else ""),
-            api,
-            size,
-            -(-size // 4),  # characters / 4, as the context meter estimates
-            masked=self._masked,
-            redacted=self._redacted,
-        )
-        self._masked = self._redacted = 0
-        for m in messages:
-            for part in m.parts if m.role == "tool" else ():
-                if type(part) is not ToolResultPart or part.call_id in self._sent_calls:
-                    continue
-                self._sent_calls.add(part.call_id)
-                request.results.append([part.name, len(part.output)])
-                file = part.meta.get("file")
-                if isinstance(file, list) and len(file) == 2:
-                    request.files.append(list(file))
-                shown = part.meta.get("variables")
-                if isinstance(shown, list):
-                    request.variables += [v for v in shown if isinstance(v, list) and len(v) == 4]
-        for url in _image_urls(body):
-            if hash(url) not in self._sent_images:
-                self._sent_images.add(hash(url))
-                request.images += 1
-                request.image_bytes += len(url)
-        return Sent(request)
+        masked, redacted, self._masked, self._redacted = self._masked, self._redacted, 0, 0
+        return Sent(request_of(body, messages, self.base_url, api, self._sent, masked=masked, redacted=redacted))
 
     def _cleaned(self, system: str, state: str) -> tuple[str, str]:
         """The instructions and the state as they may leave the kernel (:meth:`_clean`; the instructions, the
@@ -755,52 +749,6 @@ def _retryable(status: int) -> bool:
     return status in RETRY_STATUSES or status >= 500
 
 
-def _image_urls(value: Any) -> Iterator[str]:
-    """The data URLs of the images in a request body (Responses ``input_image``, Chat ``image_url``)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in ("image_url", "url") and isinstance(item, str) and item.startswith("data:"):
-                yield item
-            else:
-                yield from _image_urls(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _image_urls(item)
-
-
-def unmasked(events: Iterable[ProviderEvent | Notice], mask: Mask) -> Iterator[ProviderEvent | Notice]:
-    """``events`` with the private values' stand-ins the model wrote turned back into the values
-    (:mod:`shiro_kernel.private.mask`): the streamed text (a stand-in split across deltas is held until whole), and
-    the answer that goes into the record — its text, and its calls' arguments as code that runs in the kernel."""
-    from dataclasses import replace
-
-    from ..events import Done, TextDelta
-    from ..private.mask import StreamUnmask
-    from ..transcript import TextPart, ToolCallPart
-
-    stream = StreamUnmask(mask)
-    for event in events:
-        if isinstance(event, TextDelta):
-            text = stream.feed(event.text)
-            if text:
-                yield TextDelta(text)
-            continue
-        if isinstance(event, Done):
-            rest = stream.flush()
-            if rest:
-                yield TextDelta(rest)
-            parts = [
-                replace(p, text=mask.unmask(p.text))
-                if isinstance(p, TextPart)
-                else replace(p, arguments=mask.unmask_arguments(p.arguments))
-                if isinstance(p, ToolCallPart)
-                else p
-                for p in event.message.parts
-            ]
-            event = replace(event, message=replace(event.message, parts=parts))
-        yield event
-
-
 def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
     """The answer of one model call outside a turn (``/compact``): its ``Done`` message (an empty one when
     it gave none), or its ``Error`` raised as :class:`~shiro_kernel.errors.ProviderError`."""
@@ -820,4 +768,4 @@ def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
     return message
 
 
-__all__ = ["PLACEHOLDER_KEY", "Provider", "ProviderSettings", "answer", "shared_client", "unmasked"]
+__all__ = ["PLACEHOLDER_KEY", "Provider", "ProviderSettings", "answer", "shared_client"]

@@ -14,7 +14,7 @@ from turnutil import KEY, TOOLS
 from shiro_kernel.context.compact import COMPACT_SYSTEM, EMPTY_SUMMARY, compact_message, compact_session
 from shiro_kernel.context.rules import detach_provider_items
 from shiro_kernel.errors import ProviderError
-from shiro_kernel.events import Notice, TextDelta, TurnEnd
+from shiro_kernel.events import Notice, Sent, TextDelta, TurnEnd
 from shiro_kernel.provider.client import Provider, ProviderSettings, answer
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
@@ -168,7 +168,7 @@ def test_404_for_a_lost_item_rewrites_inline_and_retries_once(env, tmp_path):
     end = make_turn(env, tmp_path, session=session, events=events).run("and today?")
     assert end.reason == "answered", end.error
     assert [r.status for r in env.requests] == [404, 200]  # exactly 2 requests
-    kinds = [type(e).__name__ for e in events if not isinstance(e, TextDelta)]
+    kinds = [type(e).__name__ for e in events if not isinstance(e, (TextDelta, Sent))]  # Sent: the ledger's
     assert kinds[:2] == ["StepStart", "Notice"] and kinds[-1] == "TurnEnd"
     assert notices(events) == [Notice(INLINE_RETRY_NOTICE)]
     assert any(isinstance(e, TextDelta) for e in events)

@@ -78,7 +78,7 @@ def test_a_turn_records_provenance_for_notes_and_memories(monkeypatch, fake_open
     assert (
         listing.splitlines()[1] == f"  — from {agent.current.session.id[:13]}"
     )  # as %shiro -r takes it (made this minute)
-    side = json.loads((agent.memories().dir_for("project") / PROVENANCE).read_text())
+    side = json.loads((agent.memory.memories().dir_for("project") / PROVENANCE).read_text())
     assert side["ids"]["sessionId"] == agent.current.session.id
 
 

@@ -10,6 +10,7 @@ import typing
 import pytest
 
 from shiro_kernel import events
+from shiro_kernel.egress import Request
 from shiro_kernel.events import (
     BudgetReached,
     BudgetUnchecked,
@@ -20,6 +21,7 @@ from shiro_kernel.events import (
     NumbersChecked,
     ReasoningDelta,
     Recorded,
+    Sent,
     StepStart,
     TextDelta,
     ToolCallEvent,
@@ -45,6 +47,7 @@ ONE_OF_EACH: list[Event] = [
     Usage(10, 2),
     Done(Message("assistant", [TextPart("done")])),
     Error("the request failed"),
+    Sent(Request("api.openai.com", "responses", 812, 203)),
     StepStart(2),
     ToolStart(CALL),
     ToolProgress("call_1", "50 %"),

@@ -1,0 +1,67 @@
+"""The provider for the settings in force: the same :class:`~.client.Provider` while they stay (its client, its input
+cache, its server profile), a new one when they change — the administrator's policy checked each time.
+
+:meth:`ProviderHolder.get` is what a turn calls with; :meth:`ProviderHolder.plain` a one-off call with no tools
+(``/memory``'s merge); :meth:`ProviderHolder.threshold` where the history is pruned, as the server's window allows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from .. import policy, redact
+
+if TYPE_CHECKING:
+    from ..config import Shiro
+    from .client import Provider, ProviderSettings
+
+#: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
+MERGE_RETRIES = 2
+
+
+class ProviderHolder:
+    """``config``'s provider; ``cache_key``: the session's id (one session, one cache: its requests share their
+    prefix)."""
+
+    def __init__(self, config: Shiro, cache_key: Callable[[], str]) -> None:
+        self.config, self.cache_key = config, cache_key
+        self.provider: Provider | None = None
+
+    def settings(self, model: str | None = None, reasoning_effort: str | None = None) -> ProviderSettings:
+        """What every request is made with; raises :class:`~shiro_kernel.errors.PolicyError` when they (an
+        environment default, ``%shiro --model``, a setting made before the policy) are beyond the administrator's
+        policy, whose redaction floor applies from here on."""
+        from .client import ProviderSettings
+
+        c = self.config
+        found = policy.check(
+            {"base_url": c.base_url, "model": model or c.model, "approval": c.approval, "budget_usd": c.budget_usd}
+        )
+        redact.set_floor(policy.redact_floor(found))
+        return ProviderSettings.of(c, model, reasoning_effort, cache_key=self.cache_key())
+
+    def get(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
+        """The provider for these settings: the same one while they stay."""
+        from .client import Provider
+
+        settings = self.settings(model, reasoning_effort)
+        if self.provider is None or self.provider.settings != settings:
+            self.provider = Provider(settings)
+        return self.provider
+
+    def plain(self) -> Provider:
+        """A provider of its own for one plain call, retried as the seed's merge call is (:data:`MERGE_RETRIES`)."""
+        from .client import Provider
+
+        return Provider(replace(self.settings(None), max_retries=MERGE_RETRIES))
+
+    def threshold(self) -> int:
+        """Where the history is pruned: ``Shiro.compact_threshold``, or less where the server's context window is
+        known to take less (:meth:`~shiro_kernel.provider.profile.ServerProfile.threshold`)."""
+        threshold = int(self.config.compact_threshold)
+        return threshold if self.provider is None else self.provider.threshold(threshold)
+
+
+__all__ = ["MERGE_RETRIES", "ProviderHolder"]
