@@ -24,7 +24,7 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..redact import escaped
@@ -131,42 +131,119 @@ class Mask:
         return STAND_IN.sub(lambda m: self._value.get(m.group(0), m.group(0)), text)
 
     def unmask_code(self, text: str) -> str:
-        """:meth:`unmask` for code: a stand-in right inside quotes (``'[private:…]'``) becomes the value escaped
-        for them, so ``df[df.email == "[private:email:…]"]`` runs with the real value whatever it holds."""
+        """:meth:`unmask` for code, so that a value always arrives as data and never as code: a stand-in inside a
+        string literal becomes the value escaped for that literal (its quotes, its backslashes, an f-string's
+        braces doubled), so ``df[df.email == "[private:email:…]"]`` runs with the real value whatever it holds; a
+        stand-in outside any string becomes a literal (a number as it is, anything else as its ``repr``). Where that
+        cannot be done safely — a raw or bytes literal the value does not fit, code that does not parse into
+        tokens — the stand-in stays as it is (the code then fails, or matches nothing)."""
+        if not text or "[private:" not in text:
+            return text
+        strings = _string_spans(text)
+        out: list[str] = []
+        pos = 0
+        for m in STAND_IN.finditer(text):
+            value = self._value.get(m.group(0))
+            if value is None:
+                continue
+            if strings is None:
+                continue  # not tokenizable: nothing is substituted
+            literal = next((span for span in strings if span[0] <= m.start() and m.end() <= span[1]), None)
+            if literal is None:
+                shown: str | None = value if _NUMBER.fullmatch(value) else repr(value)
+            else:
+                shown = _in_literal(value, text[literal[0] : literal[1]])
+            if shown is None:
+                continue
+            out += (text[pos : m.start()], shown)
+            pos = m.end()
+        out.append(text[pos:])
+        return "".join(out)
+
+    def unmask_shell(self, text: str) -> str:
+        """:meth:`unmask` for a shell command: a stand-in becomes its value only where the value is one plain word
+        the shell reads as itself (letters, digits, ``@._+-/:=,``); otherwise it stays as it is."""
         if not text or "[private:" not in text:
             return text
 
-        def quoted(m: re.Match[str]) -> str:
-            q, token = m.group(1), m.group(2)
-            value = self._value.get(token)
-            if value is None:
-                return m.group(0)
-            inner = json.dumps(value, ensure_ascii=False)[1:-1]  # backslashes, newlines, double quotes escaped
-            if q == "'":
-                inner = inner.replace('\\"', '"').replace("'", "\\'")
-            return q + inner + q
+        def plain(m: re.Match[str]) -> str:
+            value = self._value.get(m.group(0))
+            return value if value is not None and _SHELL_WORD.fullmatch(value) else m.group(0)
 
-        text = re.sub(r"""(['"])(\[private:[A-Za-z0-9_-]{1,24}:[0-9a-f]{8,16}\])\1""", quoted, text)
-        return self.unmask(text)
+        return STAND_IN.sub(plain, text)
 
     def unmask_arguments(self, arguments: str) -> str:
-        """A call's JSON arguments with the stand-ins in its strings unmasked as code (:meth:`unmask_code`)."""
+        """A call's JSON arguments with the stand-ins in its strings unmasked: Python code (``code``, ``source``)
+        as :meth:`unmask_code`, a shell ``command`` as :meth:`unmask_shell`, any other text as it is."""
         if not arguments or "[private:" not in arguments:
             return arguments
         try:
             parsed = json.loads(arguments)
         except ValueError:
-            return self.unmask(arguments)
-        return json.dumps(_walk(parsed, self.unmask_code), ensure_ascii=False)
+            return arguments  # not JSON: its call fails as it is
+        by_key = {"code": self.unmask_code, "source": self.unmask_code, "command": self.unmask_shell}
+        return json.dumps(_walk(parsed, lambda key, text: by_key.get(key, self.unmask)(text)), ensure_ascii=False)
 
 
-def _walk(value: Any, fix: Any) -> Any:
+_SHELL_WORD = re.compile(r"[A-Za-z0-9@._+/:=,-]+")
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_PREFIX = re.compile(r"[A-Za-z]*")
+
+
+def _string_spans(code: str) -> list[tuple[int, int]] | None:
+    """Where ``code``'s string literals are (offsets of each STRING token, f-strings whole), or None when it does
+    not tokenize."""
+    import io
+    import tokenize
+
+    starts = [0]
+    for line in code.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = []
+    fstring_start, fstring_end = getattr(tokenize, "FSTRING_START", -1), getattr(tokenize, "FSTRING_END", -1)
+    opened: list[int] = []  # Python 3.12 and later: an f-string's start, until its end
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            begin, end = starts[tok.start[0] - 1] + tok.start[1], starts[tok.end[0] - 1] + tok.end[1]
+            if tok.type == tokenize.STRING:
+                spans.append((begin, end))
+            elif tok.type == fstring_start:
+                opened.append(begin)
+            elif tok.type == fstring_end and opened:
+                spans.append((opened.pop(), end))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return spans
+
+
+def _in_literal(value: str, literal: str) -> str | None:
+    """``value`` as it must be written inside the string literal ``literal`` to mean itself, or None where it
+    cannot be (a raw literal and a backslash or its quote, a bytes literal and a non-ASCII letter)."""
+    prefix = _PREFIX.match(literal).group(0).lower()  # type: ignore[union-attr]
+    quote = literal[len(prefix) : len(prefix) + 3]
+    quote = quote if quote in ('"""', "'''") else quote[:1]
+    if "r" in prefix:
+        if "\\" in value or quote[0] in value or (len(quote) == 1 and ("\n" in value or "\r" in value)):
+            return None
+        inner = value
+    else:
+        inner = value.replace("\\", "\\\\").replace(quote[0], "\\" + quote[0])
+        inner = inner.replace("\r", "\\r").replace("\n", "\\n")
+    if "b" in prefix and not inner.isascii():
+        return None
+    if "f" in prefix:
+        inner = inner.replace("{", "{{").replace("}", "}}")
+    return inner
+
+
+def _walk(value: Any, fix: Callable[[str, str], str], key: str = "") -> Any:
+    """``value`` with ``fix(key, text)`` applied to each string (``key``: the nearest dict key above it)."""
     if isinstance(value, str):
-        return fix(value)
+        return fix(key, value)
     if isinstance(value, list):
-        return [_walk(v, fix) for v in value]
+        return [_walk(v, fix, key) for v in value]
     if isinstance(value, dict):
-        return {k: _walk(v, fix) for k, v in value.items()}
+        return {k: _walk(v, fix, k) for k, v in value.items()}
     return value
 
 

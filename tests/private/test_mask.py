@@ -54,6 +54,36 @@ def test_a_stand_in_in_code_runs_as_the_real_value_escaped_for_its_quotes() -> N
     assert mask.unmask("[private:email:00000000]") == "[private:email:00000000]"  # unknown: left as it is
 
 
+def test_a_value_from_the_data_never_becomes_code_wherever_the_stand_in_is_written() -> None:
+    """A cell holding code (``{__import__('os')…}``, a quote that would close the literal) arrives as data: in an
+    f-string its braces are doubled, in a plain literal its quotes escaped, outside a string it is a literal."""
+    evil = "{__import__('os').getpid()}\" + 'x'"
+    mask = Mask("key")
+    mask.add({evil: "name", "52000": "salary", "ab\\cd": "path"})
+    name, salary, path = mask.token(evil), mask.token("52000"), mask.token("ab\\cd")
+    code = "\n".join(
+        [
+            f'a = f"hello {name}"',
+            f"b = 'x {name} y'",
+            f'c = """{name}"""',
+            f"d = {name}",
+            f"e = {salary} + 1",
+            f"f = r'{name}'",
+            f"g = r'{path}'",
+        ]
+    )
+    ns: dict = {}
+    exec(mask.unmask_code(code), ns)
+    assert ns["a"] == f"hello {evil}" and ns["b"] == f"x {evil} y" and ns["c"] == evil and ns["d"] == evil
+    assert ns["e"] == 52001
+    assert ns["f"] == name and ns["g"] == path  # a raw literal the value cannot be written in: the stand-in stays
+    assert mask.unmask_code(f"print({name}") == f"print({name}"  # code that does not tokenize: nothing substituted
+    args = json.loads(
+        mask.unmask_arguments(json.dumps({"command": f"grep {name} {salary} x.csv", "q": f"who is {name}?"}))
+    )
+    assert args == {"command": f"grep {name} 52000 x.csv", "q": f"who is {evil}?"}  # a shell word only when plain
+
+
 def test_a_stand_in_split_across_stream_deltas_is_shown_whole() -> None:
     mask = Mask("key")
     mask.add({"alice@example.com": "email"})
