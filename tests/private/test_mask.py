@@ -84,6 +84,26 @@ def test_a_value_from_the_data_never_becomes_code_wherever_the_stand_in_is_writt
     assert args == {"command": f"grep {name} 52000 x.csv", "q": f"who is {evil}?"}  # a shell word only when plain
 
 
+def test_a_stand_in_written_back_without_its_brackets_still_means_the_value() -> None:
+    """Qwen2.5-Coder-1.5B on llama-server, asked for one customer's total, wrote
+    ``df[df['email'] == 'private:email:7c5655c5']`` (brackets dropped) and summed nothing."""
+    mask = Mask("key")
+    mask.add({"ana.lima@example.com": "email"})
+    bare = (mask.token("ana.lima@example.com") or "")[1:-1]
+    ns: dict = {}
+    exec(mask.unmask_code(f"x = '{bare}'\ny = {bare}"), ns)
+    assert ns["x"] == ns["y"] == "ana.lima@example.com"
+    assert mask.unmask(f"it is {bare}.") == "it is ana.lima@example.com."
+    assert mask.unmask("see private:email:00000000 and notprivate:email:" + bare[14:]) == (
+        "see private:email:00000000 and notprivate:email:" + bare[14:]
+    )  # unknown, or inside a longer word: as it is
+    stream = StreamUnmask(mask)
+    text = f"the total of {bare} is 10; a plain p and pr"
+    assert "".join(stream.feed(text[i : i + 2]) for i in range(0, len(text), 2)) + stream.flush() == (
+        "the total of ana.lima@example.com is 10; a plain p and pr"
+    )
+
+
 def test_a_stand_in_split_across_stream_deltas_is_shown_whole() -> None:
     mask = Mask("key")
     mask.add({"alice@example.com": "email"})
