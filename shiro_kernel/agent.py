@@ -358,8 +358,7 @@ class Agent:
     def _state(self, ctx: ToolContext) -> Callable[[], str]:
         """What changes during a session (:func:`~.context.prompt.step_state`): the task list; the variables a
         kernel restart lost (the first turn after a resume); the cells edited or run outside the agent since its
-        last turn; the numbers of the last answer that no tool output had; the steps the user took back; how to use the
-        private values' stand-ins."""
+        last turn; the numbers of the last answer that no tool output had; the steps the user took back."""
         current = self.current
         tell_lost, current.tell_lost = current.tell_lost, False
         before = current.session.cells
@@ -369,7 +368,6 @@ class Agent:
             cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else "",
             self.numbers.note(current.session, self.config.check_numbers),  # the last answer's, all this turn
             self.undo.journal.note(),  # steps the user took back since the model last heard: told all this turn
-            self.private.note(),  # how to use a stand-in, while something is private
         )
 
     # -- undo ------------------------------------------------------------------------------------------

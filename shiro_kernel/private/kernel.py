@@ -21,15 +21,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 
-#: told with the state of each step while something is private: how to use a stand-in (a small model left the
-#: brackets out, measured, and its code then matched nothing)
-NOTE = (
-    "Some values are private: you see them as stand-ins like [private:email:3f9a2c81]. To use one in code, copy it "
-    "exactly, brackets included, inside quotes (df[df.email == '[private:email:3f9a2c81]']); it then means the real "
-    "value. Write stand-ins as they are in your answer; the user sees the real values."
-)
-
-
 class PrivateValues:
     """What is private in this kernel (``names``: the session's own changes; the rest read as it is now)."""
 
@@ -67,10 +58,6 @@ class PrivateValues:
         self.found = collect(self.namespace() or {}, [Name.parse(n) for n in names])
         mask.add(self.found.texts)
         return mask
-
-    def note(self) -> str:
-        """What the model is told each step while something is private (:data:`NOTE`), or ''."""
-        return NOTE if self.sources() else ""
 
     def drawn_from(self, code: str) -> list[str]:
         """The private data (``df.email``, ``salaries``) that ``code`` (a call's arguments) names — a column by its
@@ -125,4 +112,4 @@ def policy_names() -> tuple[str, ...]:
         return ()
 
 
-__all__ = ["NOTE", "PrivateValues", "policy_names"]
+__all__ = ["PrivateValues", "policy_names"]

@@ -99,7 +99,6 @@ def test_no_route_sends_a_private_value_and_aggregates_still_arrive(
     assert leaks(requests) == []
     decoded = json.dumps([r.body for r in requests], ensure_ascii=False)
     assert "242.75" in decoded and "120.5" in decoded and '"email"' in decoded.replace("\\", "")  # aggregates, columns
-    assert "copy it exactly, brackets included" in json.dumps(requests[0].body)  # the state tells how to use them
     assert "spend" in decoded and "KeyError" in decoded and "[redacted:WAREHOUSE_PASSWORD]" in decoded
     # the stand-in the model wrote ran as the real value: its output is the real customer's spend
     session = agent_of(shiro_shell).current.session
