@@ -126,3 +126,17 @@ def write_cells(path: Path, sources: list[str]) -> None:
         "nbformat_minor": 5,
     }
     path.write_text(json.dumps(nb))
+
+
+def run_line(shell: Any, source: str) -> str:
+    """Run ``source`` in an in-process shell; what it printed and displayed as text."""
+    from IPython.utils.capture import capture_output
+
+    with capture_output() as cap:
+        shell.run_cell(source)
+    return cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
+
+
+def agent_of(shell: Any) -> Any:
+    """The agent of a shell that loaded the extension."""
+    return shell.magics_manager.registry["ShiroMagics"].agent

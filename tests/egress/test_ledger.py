@@ -7,24 +7,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fakeopenai import Call, Reply
 from faultlog import SECURITY, record
-from IPython.utils.capture import capture_output
+from kernelutil import agent_of
+from kernelutil import run_line as run
 
 from shiro_kernel.egress import Ledger, Request, brief, size
-
-
-def run(shell: Any, source: str) -> str:
-    with capture_output() as cap:
-        shell.run_cell(source)
-    return cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
-
-
-def agent_of(shell: Any) -> Any:
-    return shell.magics_manager.registry["ShiroMagics"].agent
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])

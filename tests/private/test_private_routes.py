@@ -15,23 +15,14 @@ from typing import Any
 import pytest
 from fakeopenai import Call, Reply
 from faultlog import SECURITY, record
-from IPython.utils.capture import capture_output
+from kernelutil import agent_of
+from kernelutil import run_line as run
 
 from shiro_kernel.redact import escaped
 
 EMAILS = ["ana.lima@example.com", "o'brien@example.org", "zoë.ünal@example.net"]
 SECRET = 'pa\\ss"wörd-9Zq!x'  # a backslash, a quote and a non-ASCII letter: every escape it can take
 CSV = "id,email,spend\n1,ana.lima@example.com,120.5\n2,o'brien@example.org,80\n3,zoë.ünal@example.net,42.25\n"
-
-
-def run(shell: Any, source: str) -> str:
-    with capture_output() as cap:
-        shell.run_cell(source)
-    return cap.stdout + "".join(o.data.get("text/plain", "") for o in cap.outputs)
-
-
-def agent_of(shell: Any) -> Any:
-    return shell.magics_manager.registry["ShiroMagics"].agent
 
 
 def leaks(requests: list[Any]) -> list[str]:
