@@ -12,13 +12,13 @@ keeps each turn's requests (:class:`Ledger`, in its record); the footer says a t
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
 from .store.ids import now_iso
-from .transcript import Message, ToolResultPart
+from .transcript import ImageRef, Message, ToolResultPart
 
 
 @dataclass
@@ -57,26 +57,26 @@ class Request:
 
 @dataclass
 class Seen:
-    """What earlier requests of one provider carried: the tool results (by call id) and the images (by hash)."""
+    """What earlier requests of one provider carried: the tool results, by call id."""
 
     calls: set[str] = field(default_factory=set)
-    images: set[int] = field(default_factory=set)
 
 
 def request_of(
-    body: dict[str, Any],
+    size: int,
     messages: list[Message],
     base_url: str,
     api: str,
     seen: Seen,
+    images: Callable[[ImageRef], str | None] | None = None,
     *,
     masked: int = 0,
     redacted: int = 0,
 ) -> Request:
-    """The ledger's entry for the request ``body`` built from ``messages`` for the server at ``base_url``: what it
-    carries that no request before it did (``seen``, updated); ``masked`` and ``redacted``: what building it
-    masked and redacted."""
-    size = body_bytes(body)
+    """The ledger's entry for a request of ``size`` bytes built from ``messages`` for the server at ``base_url``: the
+    tool results it carries that no request before it did (``seen``, updated), their files, variables and — where
+    ``images`` gives their data (the model takes images) — images; ``masked`` and ``redacted``: what building it
+    masked and redacted. Only the new results are read: nothing here grows with the body."""
     parts = urlsplit(base_url)
     host = (parts.hostname or base_url) + (f":{parts.port}" if parts.port else "")
     request = Request(host, api, size, -(-size // 4), masked=masked, redacted=redacted)  # characters / 4
@@ -92,31 +92,17 @@ def request_of(
             shown = part.meta.get("variables")
             if isinstance(shown, list):
                 request.variables += [v for v in shown if isinstance(v, list) and len(v) == 4]
-    for url in _image_urls(body):
-        if hash(url) not in seen.images:
-            seen.images.add(hash(url))
-            request.images += 1
-            request.image_bytes += len(url)
+            if images is not None:
+                for url in filter(None, map(images, part.images)):
+                    request.images += 1
+                    request.image_bytes += len(url)
     return request
 
 
-def _image_urls(value: Any) -> Iterator[str]:
-    """The data URLs of the images in a request body (Responses ``input_image``, Chat ``image_url``)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in ("image_url", "url") and isinstance(item, str) and item.startswith("data:"):
-                yield item
-            else:
-                yield from _image_urls(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _image_urls(item)
-
-
-def body_bytes(body: dict[str, Any]) -> int:
-    """The size of ``body`` as the openai SDK and httpx send it (compact separators, UTF-8, not ASCII-escaped)."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    return len(text.encode("utf-8", "surrogatepass"))
+def encoded(body: dict[str, Any]) -> bytes:
+    """``body`` as the openai SDK and httpx send it (compact separators, UTF-8, not ASCII-escaped): the ledger's
+    size. It serialises the body a second time (the SDK does it again): a cost per request that grows with it."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
 @dataclass
@@ -212,4 +198,4 @@ def table(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Ledger", "Request", "Seen", "body_bytes", "brief", "request_of", "size", "table"]
+__all__ = ["Ledger", "Request", "Seen", "brief", "encoded", "request_of", "size", "table"]

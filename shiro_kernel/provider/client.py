@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import environment
-from ..egress import Seen
+from ..egress import Seen, encoded
 from ..private.mask import unmasked
 from ..store.paths import home
 from . import state as state_place
@@ -557,13 +557,17 @@ class Provider:
         return text
 
     def _ledger(self, body: dict[str, Any], messages: list[Message], api: str) -> Sent:
-        """The egress ledger's entry for the request ``body`` (:func:`shiro_kernel.egress.request_of`), with what
-        building it masked and redacted (counted from here on for the next request)."""
+        """The egress ledger's entry for the request ``body`` (:func:`shiro_kernel.egress.request_of`; its size as
+        the SDK will encode it), with what building it masked and redacted (counted from here for the next one)."""
         from ..egress import request_of
         from ..events import Sent
 
         masked, redacted, self._masked, self._redacted = self._masked, self._redacted, 0, 0
-        return Sent(request_of(body, messages, self.base_url, api, self._sent, masked=masked, redacted=redacted))
+        request = request_of(
+            len(encoded(body)), messages, self.base_url, api, self._sent, self._images(), masked=masked
+        )
+        request.redacted = redacted
+        return Sent(request)
 
     def _cleaned(self, system: str, state: str) -> tuple[str, str]:
         """The instructions and the state as they may leave the kernel (:meth:`_clean`; the instructions, the
