@@ -19,8 +19,11 @@ def test_a_file_the_prompt_names_is_told_with_its_columns(tmp_path):
     ctx = ToolContext(root=tmp_path)
     text = block("What is the mean Fare in titanic.csv?", {}, ctx)
     assert text.startswith(HEADER)
-    assert "titanic.csv: 62 bytes, 3 rows × 3 columns: PassengerId (int), Fare (float), Name (text, some empty)" in text
-    assert "1,7.25,Braund" in text
+    assert (
+        'titanic.csv: 62 bytes, 3 rows × 3 columns: PassengerId (int), Fare (float), Name (text, some empty, e.g. "Braund")'
+        in text
+    )
+    assert "7.25" not in text  # numbers are told by their kind, not shown
     assert "other.csv" not in text  # not named
     assert named_files("see data/x.csv", ctx) == []  # a path that is not there
 
@@ -29,7 +32,13 @@ def test_a_relative_path_under_the_root(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "sales.tsv").write_text("region\tamount\nnorth\t3\n")
     text = block("plot data/sales.tsv", {}, ToolContext(root=tmp_path))
-    assert "data/sales.tsv" in text and "region (text), amount (int)" in text
+    assert "data/sales.tsv" in text and 'region (text, e.g. "north"), amount (int)' in text
+
+
+def test_a_long_text_value_is_cut(tmp_path):
+    (tmp_path / "ids.csv").write_text("id,n\n" + "x" * 100 + ",1\n")
+    text = block("count ids.csv", {}, ToolContext(root=tmp_path))
+    assert f'id (text, e.g. "{"x" * 23}…"), n (int)' in text
 
 
 def test_a_path_outside_the_root_is_not_read(tmp_path):
