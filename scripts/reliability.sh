@@ -13,5 +13,5 @@ SHIRO_RELIABILITY_DOC="$PWD/docs/reliability.md" .venv/bin/python -m pytest -q \
   tests/provider/test_first_contact.py tests/provider/test_boundary.py tests/tools/test_tool_traits.py \
   tests/ui/test_undo_buttons.py tests/browser/test_lab_undo.py tests/undo/test_undo_kernel.py \
   tests/undo/test_undo_keeps_yours.py tests/provider/test_profile_unlearn.py tests/test_stream_interrupted.py tests/undo/test_undo_code_files.py \
-  tests/test_policy.py tests/private/test_private_routes.py tests/egress/test_ledger.py
+  tests/test_policy.py tests/private/test_private_routes.py tests/private/test_schema_only.py tests/egress/test_ledger.py
 cat docs/reliability.md

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from .config import Shiro, agent_variant
@@ -26,18 +25,18 @@ from .context.offer import Offer, lean_for, with_loader
 from .context.prompt import Kept, session_instructions, step_state
 from .current import Current
 from .errors import RequestError
-from .events import BudgetUnchecked, Event, Notice, Observer, TurnEnd
+from .events import Event, Notice, Observer, TurnEnd
 from .line import Line
+from .location import Location
 from .mcp.link import McpLink, McpSeams
 from .memory.session_memory import SessionMemory
-from .notebook import LiveNotebook, live_notebook
 from .numbers.turn_check import LastAnswer
+from .numbers.verify import verifies
 from .plan import HEADLESS, Frontend, Ready, plan
 from .private.kernel import PrivateValues
-from .provider import Provider
-from .provider.client import answer
+from .private.schema_only import SCHEMA_ONLY
 from .provider.holder import ProviderHolder
-from .provider.pricing import price_of
+from .provider.pricing import SpendLimit, price_of
 from .recorder import (
     CellSnapshot,
     EgressLedger,
@@ -47,51 +46,38 @@ from .recorder import (
     TightenOnce,
     history_notice,
 )
-from .rerun.check import check_notebook
+from .rerun.check import NO_MODEL_IN_CHECK, check_saved
 from .store import files
 from .store.assets import assets
-from .store.history import PromptHistory
 from .store.ids import uuid7
-from .store.paths import git_commit, home, notebook_path, project_root
+from .store.paths import git_commit, home
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
-from .transcript import Message
 from .undo.kernel import Undo
 
 #: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on
 UNDO_WHILE_TURNING = "not undone: a turn is running; take steps back once it has ended (Stop ends it now)"
 
-NO_MODEL_IN_CHECK = (
-    "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
-    "turn to replay, or says --again)"
-)
-
-
-def check_saved(path: Path, timeout: float) -> str:
-    """``notebook_check``'s check (:attr:`ToolContext.check <shiro_kernel.tools.base.ToolContext.check>`): the saved
-    notebook rerun in a fresh kernel (:func:`~shiro_kernel.rerun.check.check_notebook`), its summary."""
-    return check_notebook(path, timeout=timeout).summary()
-
-
 class Agent:
     def __init__(self, shell: Any = None, config: Shiro | None = None) -> None:
         self.shell = shell
         self.config = config or Shiro(parent=shell)
-        self._root: tuple[Path, Path] | None = None  # (where it was looked up from, the root): this turn's
+        #: the notebook, the project root, the namespace and the live document (:mod:`~shiro_kernel.location`)
+        self.location = where = Location(shell)
         self.current = Current(
             SessionStore(home() / "sessions"),
-            notebook=self._notebook_str,
-            namespace=self._user_ns,
+            notebook=where.notebook_str,
+            namespace=where.namespace,
             store_setting=lambda: bool(self.config.store),
             model=lambda: str(self.config.model),
         )
         #: memory on or off for the session, the memories muted, the project's stores (:mod:`~.memory.session_memory`)
-        self.memory = SessionMemory(self.config, lambda: self.root)
+        self.memory = SessionMemory(self.config, lambda: where.root)
         self.providers = ProviderHolder(self.config, lambda: self.current.session.id)
         self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
-        self._budget_warned = False  # the "cannot check the budget" notice is shown once per kernel
+        self.spend = SpendLimit(lambda: self.config.budget_usd)  # "cannot check the budget": once per kernel
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(
             McpSeams(
@@ -114,58 +100,20 @@ class Agent:
         self.undo = Undo(lambda: float(self.config.undo_max_mb))
         #: what is private (``Shiro.private``, ``/private``, the project's file, the policy), masked at the boundary
         self.private = PrivateValues(
-            lambda: self.config.private, self._user_ns, lambda: self.root, lambda: bool(self.config.private_figures)
+            lambda: self.config.private, where.namespace, lambda: where.root, lambda: bool(self.config.private_figures)
         )
-
-    # -- where we are ------------------------------------------------------------------------------
-    @property
-    def notebook(self) -> Path | None:
-        return notebook_path(getattr(self.shell, "user_ns", None))
-
-    def _notebook_str(self) -> str | None:
-        nb = self.notebook
-        return str(nb) if nb else None
-
-    @property
-    def root(self) -> Path:
-        """The project's root (the repository holding the notebook, else its folder). Looked up once per
-        turn and folder: walking up to the file system's root for a ``.git`` costs a few dozen ``stat``
-        calls, and a turn asks for it several times (its tools, notes, memories and prompt history)."""
-        start = self.notebook or Path.cwd()
-        if self._root is None or self._root[0] != start:
-            self._root = (start, project_root(start))
-        return self._root[1]
-
-    def history(self) -> PromptHistory:
-        return PromptHistory.for_project(self.root)
-
-    def _user_ns(self) -> dict[str, Any] | None:
-        ns = getattr(self.shell, "user_ns", None)
-        return ns if isinstance(ns, dict) else None
 
     def rebuild(self) -> str:
         """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""
         text, self.current.lost = restart.rebuild(
             self.current.session,
-            self._user_ns(),
+            self.location.namespace(),
             self.tools,
             self.config.approval,
-            ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook),
+            ToolContext(root=self.location.root, shell=self.shell, notebook_path=self.location.notebook),
             self.undo.checkpointer(uuid7()),  # the rebuild is a turn of its own for undo
         )
         return text
-
-    # -- the provider, rebuilt when its settings change -------------------------------------------------
-    def provider(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
-        """The provider for these settings (:class:`~.provider.holder.ProviderHolder`)."""
-        return self.providers.get(model, reasoning_effort)
-
-    def threshold(self) -> int:
-        return self.providers.threshold()
-
-    def ask_model(self, system: str, prompt: str) -> str:
-        """One plain model call with no tools (``/memory``). Raises :class:`ProviderError`."""
-        return answer(self.providers.plain().stream(system, [Message.user(prompt)], [], None)).text
 
     # -- a turn ------------------------------------------------------------------------------------
     def ask(self, line: Line | str, front: Frontend = HEADLESS, *, keep_abort: bool = False) -> TurnEnd:
@@ -176,7 +124,7 @@ class Agent:
         :class:`RequestError` for a bad line."""
         line = Line(prompt=line) if isinstance(line, str) else line
         ready = self.begin(line, front)
-        current, notebook = self.current, self.notebook
+        current, notebook = self.current, self.location.notebook
         observers: list[Observer | None] = [
             self._write_ahead(),
             ReplayRecord(ready.session, line, self.tools, ran=self.turns_here, turn_id=ready.turn_id),
@@ -205,7 +153,7 @@ class Agent:
         _, spec = agent_variant(self.config, line.agent)
         if os.environ.get("SHIRO_CHECKING"):  # ``shiro check``'s own kernel: it reruns a notebook, never asks
             raise RequestError(NO_MODEL_IN_CHECK)
-        self._root = None  # looked up again: a folder may have become a repository since the last turn
+        self.location.new_turn()
         emit, current = front.on_event, self.current
         if not current.started:
             current.start()
@@ -213,15 +161,19 @@ class Agent:
                 emit(Notice(restart.notice(list(current.lost)), kind="warning"))
         self.mcp.flush_notes()
         model = current.session.model = line.model or self.config.model
-        self._attach_notebook(line.cell_id)
+        self.location.attach(line.cell_id)
         context = self._tool_context(model)
         effort = spec.get("reasoning_effort")
-        provider = self.provider(model, str(effort) if effort else None)
+        provider = self.providers.get(model, str(effort) if effort else None)
         provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
         provider.private = lambda: self.private.mask_for(current.session)
+        values = provider.settings.values != SCHEMA_ONLY  # the policy's ``values: schema-only``: none leave
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
-        offer = Offer(tools, self.lean(provider.profile.local, model), current.wire.loaded)
-        ns, hidden = self._user_ns(), getattr(self.shell, "user_ns_hidden", None)
+        lean = lean_for(str(self.config.request), provider.profile.local, price_of(model) is not None)
+        offer = Offer(tools, lean, current.wire.loaded)
+        offered = with_loader(tools, offer)
+        provider.passing = frozenset(name for name, tool in offered.items() if not tool.values)
+        ns, hidden = self.location.namespace(), self.location.hidden()
         data = workspace.data_steps(
             line.prompt,
             ns,
@@ -229,20 +181,21 @@ class Agent:
             hidden,
             lean=offer.lean,
             code_blocks=provider.reads_text_calls,
-            verify=self.verifies(offer.lean),
+            verify=verifies(self.config.verify_answers, lean),
+            values=values,
         )
         return Ready(
             session=current.session,
             wire=current.wire,
             variant=spec,
             provider=provider,
-            tools=with_loader(tools, offer),
+            tools=offered,
             context=context,
             system=self._instructions(
                 context, line.agent or self.config.agent, str(spec.get("prompt", "")), emit, offer
             ),
-            state=self._state(context),
-            budget_usd=self._budget(model, emit),
+            state=self._state(context, values),
+            budget_usd=self.spend.for_model(model, emit),
             turn_id=(turn_id := uuid7()),
             checkpoint=self.undo.checkpointer(turn_id),
             specs=offer.specs,
@@ -251,18 +204,9 @@ class Agent:
             verifier=data.verifier,
         )
 
-    def lean(self, local: bool, model: str) -> bool:
-        """Whether this turn's requests are lean (``Shiro.request``, :func:`~.context.offer.lean_for`)."""
-        return lean_for(str(self.config.request), local, price_of(model) is not None)
-
-    def verifies(self, lean: bool) -> bool:
-        """Whether an answer is verified before it ends the turn (``Shiro.verify_answers``; 'auto': when lean)."""
-        verify = self.config.verify_answers
-        return lean if verify == "auto" else bool(verify)
-
     def _tool_context(self, model: str) -> ToolContext:
         """What the tools may touch this turn: the project, the kernel, the task list, the memory stores."""
-        root, notebook = self.root, self.notebook
+        root, notebook = self.location.root, self.location.notebook
         notes = self.memory.notes()
         memories = self.memory.in_use(model)
         provenance = {
@@ -283,34 +227,19 @@ class Agent:
             notes=notes,
             memories=memories,
             provenance=provenance,
-            notebook=self.live,
+            notebook=self.location.live,
             approval=self.config.approval,
             approval_timeout_s=self.config.approval_timeout_s,
             check=check_saved,
             private_in=self.private.drawn_from,
         )
 
-    @property
-    def live(self) -> LiveNotebook | None:
-        """The front end's live document, where a Jupyter kernel has one (:mod:`shiro_kernel.notebook`)."""
-        return live_notebook(self.shell)
-
-    def _attach_notebook(self, cell_id: str | None) -> None:
-        """The turn's cell (``propose_cell`` inserts below it); a channel no front end answered is opened again
-        (a page reload drops the front end's end of it), its hello arriving while the model answers."""
-        live = self.live
-        if live is None:
-            return
-        live.turn_cell, live.unanswered = cell_id, False  # a new turn: someone may be there to answer
-        if not live.channel.attached:
-            live.channel.open(self._notebook_str())
-
     def mcp_context(self) -> ToolContext:
         """The tool context of another agent's call through ``/mcp serve`` (no Stop: it is not a turn)."""
         return ToolContext(
-            root=self.root,
+            root=self.location.root,
             shell=self.shell,
-            notebook_path=self.notebook,
+            notebook_path=self.location.notebook,
             image_max_px=self.config.image_max_px,
             tasks=self.current.session.tasks,
             notes=self.memory.notes(),
@@ -355,7 +284,7 @@ class Agent:
             emit(Notice(greeting))
         return text
 
-    def _state(self, ctx: ToolContext) -> Callable[[], str]:
+    def _state(self, ctx: ToolContext, values: bool) -> Callable[[], str]:
         """What changes during a session (:func:`~.context.prompt.step_state`): the task list; the variables a
         kernel restart lost (the first turn after a resume); the cells edited or run outside the agent since its
         last turn; the numbers of the last answer that no tool output had; the steps the user took back."""
@@ -365,7 +294,9 @@ class Agent:
         return step_state(
             current.session.tasks,
             lambda: restart.prompt_block(current.lost_now()) if tell_lost else "",
-            cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path)) if before is not None else "",
+            ""
+            if before is None
+            else cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path), values=values),
             self.numbers.note(current.session, self.config.check_numbers),  # the last answer's, all this turn
             self.undo.journal.note(),  # steps the user took back since the model last heard: told all this turn
         )
@@ -384,7 +315,9 @@ class Agent:
         """``/undo`` and the Undo buttons (:meth:`~shiro_kernel.undo.kernel.Undo.back`), refused while a turn runs."""
         if self.turning:
             return UNDO_WHILE_TURNING
-        return self.undo.back(call_id, self._user_ns, self.live, self.current.session, on_main=on_main, force=force)
+        return self.undo.back(
+            call_id, self.location.namespace, self.location.live, self.current.session, on_main=on_main, force=force
+        )
 
     # -- the turn's observers -------------------------------------------------------------------------
     def _write_ahead(self) -> Observer:
@@ -395,26 +328,13 @@ class Agent:
         """What is said on the side when the turn ends (:class:`~shiro_kernel.recorder.SideNotices`): the prompt
         history, appended meanwhile off the turn's path; an older, looser SHIRO_HOME made private once per kernel;
         MCP's notices; the steps the user took back."""
-        history_job = files.background(self.history().append, line.prompt)
+        history_job = files.background(self.location.history().append, line.prompt)
         self.tighten.start()
         return [lambda: history_notice(history_job), self.tighten.notices, self.mcp.notices, self._undo_said]
 
     def _numbers(self, line: Line, ready: Ready) -> Observer | None:
         """The answer's numbers looked up in the turn's outputs (``Shiro.check_numbers``; None: off)."""
         return self.numbers.check(line.prompt, ready.session, self.config.check_numbers)
-
-    def _budget(self, model: str, emit: Callable[[Event], None]) -> float | None:
-        """The turn's spend limit: ``Shiro.budget_usd``, or None when there is none or the model has no
-        price (then said once per kernel: such a budget cannot be checked)."""
-        budget = self.config.budget_usd
-        if budget is None:
-            return None
-        if price_of(model) is None:
-            if not self._budget_warned:
-                self._budget_warned = True
-                emit(BudgetUnchecked(budget, model))
-            return None
-        return float(budget)
 
     def close(self) -> None:
         """Stop autosaving (writing what is pending) and MCP: ``%unload_ext`` and kernel shutdown."""

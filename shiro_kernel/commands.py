@@ -27,7 +27,7 @@ def _notes(agent: Agent, arg: str) -> str:
     store = agent.memory.notes()
     if store is None:
         return MEMORY_OFF
-    read = read_instructions(agent.root, agent.notebook).listing()
+    read = read_instructions(agent.location.root, agent.location.notebook).listing()
     return store.format_list() + (f"\n{read}" if read else "")
 
 
@@ -35,7 +35,7 @@ def _memory(agent: Agent, arg: str) -> str:
     store = agent.memory.notes()
     if store is None:
         return MEMORY_OFF
-    return store.summarize(agent.ask_model)
+    return store.summarize(agent.providers.ask)
 
 
 def _compact(agent: Agent, arg: str) -> str:
@@ -44,7 +44,7 @@ def _compact(agent: Agent, arg: str) -> str:
 
     try:
         before, after = compact_session(
-            agent.current.session, agent.provider(), threshold=agent.config.compact_threshold
+            agent.current.session, agent.providers.get(), threshold=agent.config.compact_threshold
         )
     except ShiroError as exc:
         return f"compact failed, the transcript is unchanged: {exc}"
@@ -133,7 +133,7 @@ def _undoable(agent: Agent, arg: str) -> str:
 def _history(agent: Agent, arg: str) -> str:
     from .store.history import format_history
 
-    return format_history(agent.history().entries())
+    return format_history(agent.location.history().entries())
 
 
 MCP_USAGE = "usage: /mcp [allow NAME… | deny NAME… | restart [NAME] | serve | stop]"
@@ -142,17 +142,17 @@ MCP_USAGE = "usage: /mcp [allow NAME… | deny NAME… | restart [NAME] | serve 
 def _mcp(agent: Agent, arg: str) -> str:
     sub, _, rest = arg.partition(" ")
     if not sub:
-        return agent.mcp.status_text(agent.root)
+        return agent.mcp.status_text(agent.location.root)
     if sub == "serve":
         return agent.mcp.serve()
     if sub == "stop":
         return agent.mcp.stop_serving()
     if sub == "restart":
-        return agent.mcp.restart(agent.root, rest.strip() or None)
+        return agent.mcp.restart(agent.location.root, rest.strip() or None)
     if sub == "allow":
-        return agent.mcp.allow(agent.root, rest.split())
+        return agent.mcp.allow(agent.location.root, rest.split())
     if sub in ("deny", "revoke"):
-        return agent.mcp.deny(agent.root, rest.split())
+        return agent.mcp.deny(agent.location.root, rest.split())
     return MCP_USAGE
 
 
@@ -162,17 +162,20 @@ NO_NOTEBOOK = "this kernel does not know its notebook file (JupyterLab and nbcli
 def _export(agent: Agent, arg: str) -> str:
     from .rerun.export import export_notebook
 
-    if agent.notebook is None:
+    if agent.location.notebook is None:
         return f"nothing to export: {NO_NOTEBOOK}"
-    return export_notebook(agent.notebook, arg or None).summary()
+    return export_notebook(agent.location.notebook, arg or None).summary()
 
 
 def _check(agent: Agent, arg: str) -> str:
     from .rerun.check import check_notebook
 
-    if agent.notebook is None or not agent.notebook.is_file():
+    if agent.location.notebook is None or not agent.location.notebook.is_file():
         return f"nothing to check: {NO_NOTEBOOK}"
-    return check_notebook(agent.notebook).summary() + "\n(the saved file was checked: save first to check your edits)"
+    return (
+        check_notebook(agent.location.notebook).summary()
+        + "\n(the saved file was checked: save first to check your edits)"
+    )
 
 
 def _policy(agent: Agent, arg: str) -> str:

@@ -72,11 +72,14 @@ def request_of(
     *,
     masked: int = 0,
     redacted: int = 0,
+    sent_as: Callable[[ToolResultPart], ToolResultPart] | None = None,
 ) -> Request:
     """The ledger's entry for a request of ``size`` bytes built from ``messages`` for the server at ``base_url``: the
     tool results it carries that no request before it did (``seen``, updated), their files, variables and — where
     ``images`` gives their data (the model takes images) — images; ``masked`` and ``redacted``: what building it
-    masked and redacted. Only the new results are read: nothing here grows with the body."""
+    masked and redacted; ``sent_as``: a result as it leaves, where that is not as it is (the policy's ``values:
+    schema-only``, :func:`~shiro_kernel.private.schema_only.withheld_part`). Only the new results are read: nothing
+    here grows with the body."""
     parts = urlsplit(base_url)
     host = (parts.hostname or base_url) + (f":{parts.port}" if parts.port else "")
     request = Request(host, api, size, -(-size // 4), masked=masked, redacted=redacted)  # characters / 4
@@ -85,6 +88,8 @@ def request_of(
             if type(part) is not ToolResultPart or part.call_id in seen.calls:
                 continue
             seen.calls.add(part.call_id)
+            if sent_as is not None:
+                part = sent_as(part)
             request.results.append([part.name, len(part.output)])
             file = part.meta.get("file")
             if isinstance(file, list) and len(file) == 2:

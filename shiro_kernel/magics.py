@@ -181,7 +181,7 @@ class ShiroMagics(Magics):
 
         if self._ordinals is None:
             self._ordinals = Ordinals()
-        return placed(line, self.cell_id, self._ordinals, self.agent.notebook)
+        return placed(line, self.cell_id, self._ordinals, self.agent.location.notebook)
 
     def _replayed(self, line: Line) -> bool:
         """The turn line's cell has a recorded turn to replay, and it was replayed (no model is asked)."""

@@ -19,8 +19,7 @@ environment default, ``%shiro --model``, a setting made before the file appeared
 (:func:`check`). A file that cannot be read, is not a mapping, or has a key or value this version does not know
 is not skipped: nothing is sent until it is fixed (a typo must not lift a limit). ``private`` names are
 private for every user (:mod:`shiro_kernel.private`: no ``/private remove`` takes them back); ``values:
-schema-only`` (no cell value at all, masked or not) is not enforced by this version: a policy that sets it sends
-nothing rather than promise what is not enforced.
+schema-only`` sends no value of the data at all, masked or not (:mod:`shiro_kernel.private.schema_only`).
 
 Only a file that exists costs anything: the lookup is a ``stat`` per path, and PyYAML is imported only to read
 a file that is there (it is cached by its mtime and size). This is a guard on settings, not a sandbox: code the
@@ -52,6 +51,8 @@ APPROVALS = ("read-only", "ask", "auto")
 DEFAULT_SERVER = "https://api.openai.com/v1"
 
 VALUES = ("masked", "schema-only")
+#: what ``%shiro /policy`` says ``values: schema-only`` does
+SCHEMA_ONLY_SAID = "tool outputs are shown to you and not sent; the model reads names, kinds and shapes"
 KEYS = ("servers", "models", "approval", "budget_usd", "redact", "values", "private")
 
 
@@ -83,12 +84,6 @@ class Policy:
     def allows_budget(self, budget: float | None) -> bool:
         return self.budget_usd is None or (budget is not None and budget <= self.budget_usd)
 
-    def unenforced(self) -> str | None:
-        """What this file asks that this version cannot enforce, or None."""
-        if self.values == "schema-only":
-            return "values: schema-only"
-        return None
-
     def describe(self) -> list[str]:
         """The lines ``%shiro /policy`` shows for this file."""
         lines = [f"{self.path}" + ("" if _locked(self.path) else " (you can write this file: it is no ceiling)")]
@@ -103,11 +98,11 @@ class Policy:
         if self.redact:
             lines.append(f"  always redacted: {', '.join(self.redact)}")
         if self.values is not None:
-            lines.append(f"  values: {self.values}")
+            lines.append(
+                f"  values: {self.values}" + (f" ({SCHEMA_ONLY_SAID})" if self.values == "schema-only" else "")
+            )
         if self.private:
             lines.append(f"  private: {', '.join(self.private)}")
-        if (missing := self.unenforced()) is not None:
-            lines.append(f"  ⚠ {missing} cannot be enforced by this version: no request is sent")
         return lines
 
 
@@ -269,19 +264,17 @@ def budget_default(found: Iterable[Policy] | None = None) -> float | None:
 
 def check(settings: Mapping[str, Any]) -> tuple[Policy, ...]:
     """Before a turn sends anything: the policies that apply, with each of ``settings`` (the effective
-    ``base_url``, ``model``, ``approval``, ``budget_usd``) within them. Raises :class:`PolicyError` otherwise,
-    and for a policy this version cannot enforce."""
+    ``base_url``, ``model``, ``approval``, ``budget_usd``) within them. Raises :class:`PolicyError` otherwise."""
     found = policies()
-    for p in found:
-        if (missing := p.unenforced()) is not None:
-            raise PolicyError(
-                f"the policy at {p.path} sets {missing}, which this version of shiro cannot enforce yet; "
-                "no request is sent"
-            )
     for setting, value in settings.items():
         if (why := refusal(setting, value, found)) is not None:
             raise PolicyError(why)
     return found
+
+
+def values_of(found: Iterable[Policy]) -> str:
+    """What of the data may leave: "schema-only" when any policy says so, else "masked"."""
+    return "schema-only" if any(p.values == "schema-only" for p in found) else "masked"
 
 
 def redact_floor(found: Iterable[Policy]) -> tuple[str, ...]:

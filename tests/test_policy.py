@@ -163,9 +163,9 @@ def test_a_policy_named_but_missing_or_unreadable_sends_nothing(monkeypatch, fak
     assert fake_openai.requests == []
 
 
-def test_a_policy_this_version_cannot_enforce_sends_nothing(monkeypatch, fake_openai, tmp_path):
-    monkeypatch.setenv("SHIRO_POLICY", str(_write(tmp_path, "values: schema-only\n")))
-    with pytest.raises(PolicyError, match="which this version of shiro cannot enforce yet; no request is sent"):
+def test_a_policy_value_this_version_does_not_know_sends_nothing(monkeypatch, fake_openai, tmp_path):
+    monkeypatch.setenv("SHIRO_POLICY", str(_write(tmp_path, "values: none\n")))
+    with pytest.raises(PolicyError, match="values"):
         _agent(monkeypatch, fake_openai, tmp_path, model="gpt-4o-mini").ask("hi")
     assert fake_openai.requests == []
 
@@ -263,7 +263,7 @@ def test_security_no_route_past_the_policy_sends_a_request(monkeypatch, fake_ope
         ("servers: ['http://127.0.0.1:9']\n", {}),  # $OPENAI_BASE_URL (the fake's) is another server
         ("budget_usd: 1\nmodels: ['*']\n", {}),  # then the budget lifted before the policy: below
         ("private: ['a.b.c']\n", {}),  # a name that is none
-        ("values: schema-only\n", {}),
+        ("values: none\n", {}),  # a mode this version does not know
         ("aproval: ask\n", {}),  # a typo lifts nothing
         ("approval: [ask\n", {}),
         (None, {"SHIRO_POLICY": str(tmp_path / "missing.yaml")}),
@@ -286,7 +286,7 @@ def test_security_no_route_past_the_policy_sends_a_request(monkeypatch, fake_ope
     assert fake_openai.requests == []
     record(
         f"{SECURITY}an administrator's policy: a model or server from the environment, %shiro --model, a budget "
-        "lifted before the file, a private name that is none, values it cannot enforce, a typo, bad YAML, a named file missing",
+        "lifted before the file, a private name that is none, a values mode it does not know, a typo, bad YAML, a named file missing",
         tried,
         len(fake_openai.requests),
         f"{tried} turns refused in one sentence naming the policy; 0 requests reached the server",

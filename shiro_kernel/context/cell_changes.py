@@ -107,9 +107,10 @@ def _error_line(cell: dict[str, Any]) -> str:
     return ""
 
 
-def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) -> list[str]:
+def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None, values: bool = True) -> list[str]:
     """One line per changed cell (``edited cell 3: x = 2``), in notebook order, deleted cells last.
-    Cells are numbered from 1 as they stand now (deleted ones: as they stood)."""
+    Cells are numbered from 1 as they stand now (deleted ones: as they stood). ``values`` False (the policy's
+    ``values: schema-only``): an exception by its name alone (its message can hold a value of the data)."""
     if old is None or new is None:
         return []
     before = {r["key"]: r for r in old}
@@ -119,7 +120,7 @@ def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) 
         prev = before.get(row["key"])
         ran = prev is not None and prev.get("count") != row.get("count") and row.get("count") is not None
         raised = (
-            f" — it raised {row['error']}"
+            f" — it raised {row['error'] if values else row['error'].split(':')[0]}"
             if row.get("error") and (prev is None or ran or prev.get("error") != row["error"])
             else ""
         )
@@ -135,9 +136,11 @@ def changes(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None) 
     return lines
 
 
-def block(old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None, limit: int = LIMIT) -> str:
-    """The system-prompt block (at most ``limit`` characters); '' when nothing changed."""
-    lines = changes(old, new)
+def block(
+    old: list[dict[str, Any]] | None, new: list[dict[str, Any]] | None, limit: int = LIMIT, values: bool = True
+) -> str:
+    """The system-prompt block (at most ``limit`` characters); '' when nothing changed (``values``: :func:`changes`)."""
+    lines = changes(old, new, values)
     if not lines:
         return ""
     out = [HEADER]

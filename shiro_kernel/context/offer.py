@@ -136,7 +136,7 @@ def more_tools(offer: Offer) -> Tool:
             raise ToolError("names must be a list of tool names")
         return offer.load(list(names), ctx)
 
-    return Tool(NAME, DESCRIPTION, PARAMETERS, run, effects=Effect.READS, kernel_thread=False, lean=True)
+    return Tool(NAME, DESCRIPTION, PARAMETERS, run, effects=Effect.READS, kernel_thread=False, lean=True, values=False)
 
 
 def with_loader(tools: Mapping[str, Tool], offer: Offer) -> dict[str, Tool]:

@@ -54,9 +54,16 @@ _HIDDEN_TYPES = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType
 HEADER = "What you can work on now (the kernel's variables and the files your prompt names):"
 
 
-def block(prompt: str, ns: Mapping[str, Any] | None, ctx: ToolContext, hidden: Mapping[str, Any] | None = None) -> str:
-    """The block (see the module), or '' when there is nothing to tell."""
-    parts = [p for p in (_variables(ns or {}, hidden or {}), _files(prompt, ctx)) if p]
+def block(
+    prompt: str,
+    ns: Mapping[str, Any] | None,
+    ctx: ToolContext,
+    hidden: Mapping[str, Any] | None = None,
+    values: bool = True,
+) -> str:
+    """The block (see the module), or '' when there is nothing to tell. ``values`` False (the policy's ``values:
+    schema-only``): no value at all — no text column's example, no variable's value, only names, kinds and shapes."""
+    parts = [p for p in (_variables(ns or {}, hidden or {}, values), _files(prompt, ctx, values)) if p]
     if not parts:
         return ""
     text = HEADER + "\n" + "\n".join(parts)
@@ -64,14 +71,14 @@ def block(prompt: str, ns: Mapping[str, Any] | None, ctx: ToolContext, hidden: M
 
 
 # -- variables -----------------------------------------------------------------------------------------------------
-def _variables(ns: Mapping[str, Any], hidden: Mapping[str, Any]) -> str:
+def _variables(ns: Mapping[str, Any], hidden: Mapping[str, Any], values: bool) -> str:
     lines = []
     for name, value in list(ns.items()):
         if name.startswith("_") or name in _IPYTHON or (name in hidden and hidden[name] is value):
             continue
         if isinstance(value, _HIDDEN_TYPES) or type(value).__name__ in ("ExitAutocall", "ZMQExitAutocall"):
             continue
-        line = _variable(name, value)
+        line = _variable(name, value, values)
         if line:
             lines.append(f"- {line}")
         if len(lines) == MAX_VARIABLES:
@@ -80,7 +87,7 @@ def _variables(ns: Mapping[str, Any], hidden: Mapping[str, Any]) -> str:
     return "Variables:\n" + "\n".join(lines) if lines else ""
 
 
-def _variable(name: str, value: Any) -> str:
+def _variable(name: str, value: Any, values: bool = True) -> str:
     kind = type(value)
     module = kind.__module__.split(".")[0]
     try:
@@ -93,9 +100,10 @@ def _variable(name: str, value: Any) -> str:
         if module == "numpy" and hasattr(value, "shape") and hasattr(value, "dtype"):
             return f"{name}: {kind.__name__} {tuple(value.shape)} {value.dtype}"
         if isinstance(value, (bool, int, float, complex)):
-            return f"{name}: {kind.__name__} = {value!r}"
+            return f"{name}: {kind.__name__} = {value!r}" if values else f"{name}: {kind.__name__}"
         if isinstance(value, str):
-            return f"{name}: str = {value!r}" if len(value) <= 60 else f"{name}: str, {len(value):,} characters"
+            short = len(value) <= 60 and values
+            return f"{name}: str = {value!r}" if short else f"{name}: str, {len(value):,} characters"
         if isinstance(value, (list, tuple, dict, set, frozenset)):
             return f"{name}: {kind.__name__}, {len(value):,} items"
     except Exception:  # an odd subclass's attributes may raise anything: named by its type alone
@@ -139,17 +147,17 @@ def _add(found: dict[Path, None], ctx: ToolContext, path: str) -> None:
         found[real] = None
 
 
-def _files(prompt: str, ctx: ToolContext) -> str:
+def _files(prompt: str, ctx: ToolContext, values: bool) -> str:
     lines = []
     for path in named_files(prompt, ctx):
         try:
-            lines.append("- " + _file(path, ctx.root))
+            lines.append("- " + _file(path, ctx.root, values))
         except (OSError, csv.Error, UnicodeDecodeError):
             continue
     return "Files:\n" + "\n".join(lines) if lines else ""
 
 
-def _file(path: Path, root: Path) -> str:
+def _file(path: Path, root: Path, values: bool) -> str:
     size = path.stat().st_size
     head = f"{_shown(path, root)}: {_bytes(size)}"
     if path.suffix.lower() not in TABLES:
@@ -164,18 +172,18 @@ def _file(path: Path, root: Path) -> str:
     if len(sample) == size or size <= COUNT_BYTES:
         count = _count_rows(path, sample, size)
         head += f", {count:,} rows"
-    columns = [_column(name, [r[i] for r in body if i < len(r)]) for i, name in enumerate(header[:MAX_COLUMNS])]
+    columns = [_column(name, [r[i] for r in body if i < len(r)], values) for i, name in enumerate(header[:MAX_COLUMNS])]
     more = len(header) - len(columns)
     return f"{head} × {len(header)} columns: {', '.join(columns)}" + (f", … {more} more" if more > 0 else "")
 
 
-def _column(name: str, values: list[str]) -> str:
+def _column(name: str, cells: list[str], values: bool) -> str:
     """A column as the block shows it: its name and kind, and for a text column its first value (how its values
     are written: a date's format, a category's spelling). Numbers are not shown: their kind is what code needs, and
     a small model's tokenizer spends a token a digit (the two first rows this replaced were 40-60 % of a wide
     numeric file's block)."""
-    kind = _kind(values)
-    example = next((v.strip() for v in values if v.strip()), "") if kind.startswith("text") else ""
+    kind = _kind(cells)
+    example = next((v.strip() for v in cells if v.strip()), "") if kind.startswith("text") and values else ""
     if not example:
         return f"{name} ({kind})"
     if len(example) > EXAMPLE_CHARS:
@@ -280,7 +288,14 @@ NOT_RUN = (
 )
 
 
-def answer_step(named: list[str]) -> AnswerStep:
+#: the step after an output under ``values: schema-only``: the model never reads it, the user does
+NOT_SENT_STEP = (
+    "The output is shown to the user and was not sent to you (the policy sends no data values). Say in one sentence "
+    "what the code computed and that its result is in the output; give no value."
+)
+
+
+def answer_step(named: list[str], values: bool = True) -> AnswerStep:
     """What a lean request is told the step after its code's output when the prompt names data: to answer now, in
     the prompt's form, from what the code printed; after a step whose calls were all refused, :data:`NOT_RUN`. After the output alone, the 1.5B answered in prose where the
     prompt asked for a format, or thanked the user and stopped (3 of 9 second requests kept from a benchmark run);
@@ -290,9 +305,12 @@ def answer_step(named: list[str]) -> AnswerStep:
     code had not failed), so that is not said; and said only after a traceback — "The code failed. Your next reply is
     only a ```python block that fixes it …" in place of this step — it sent the failing block unchanged (3 of the 3
     second requests kept after a `KeyError` or a `TypeError`), so a failed output gets this step too. '' when the
-    prompt names no data."""
+    prompt names no data. ``values`` False (the policy's ``values: schema-only``): the output was shown to the user
+    and not sent, so the model is told to say what its code computes (:data:`NOT_SENT_STEP`)."""
     if not named:
         return AnswerStep()
+    if not values:
+        return AnswerStep(NOT_SENT_STEP, NOT_RUN)
     return AnswerStep("Answer the prompt now, in the form it asks for, from what the code printed.", NOT_RUN)
 
 
@@ -341,17 +359,19 @@ def data_steps(
     lean: bool,
     code_blocks: bool,
     verify: bool,
+    values: bool = True,
 ) -> DataSteps:
     """The :class:`DataSteps` of a turn: the block (:func:`block`); for a lean request whose prompt names data, the
     step to take first and the step after its code's output (:func:`first_step`, :func:`answer_step`;
     ``code_blocks``: the server's text calls are read); the answer's check where ``verify``
-    (:class:`~shiro_kernel.numbers.verify.Verifier`)."""
+    (:class:`~shiro_kernel.numbers.verify.Verifier`; never under ``values`` False: the model cannot compute what it
+    never reads)."""
     found = named(prompt, ns, ctx, hidden) if lean or verify else []
     step = first_step(found, code_blocks) if lean else ""
     return DataSteps(
-        "\n\n".join(t for t in (block(prompt, ns, ctx, hidden), step) if t),
-        answer_step(found) if lean else AnswerStep(),
-        Verifier(prompt, found, code_blocks=code_blocks) if verify else None,
+        "\n\n".join(t for t in (block(prompt, ns, ctx, hidden, values), step) if t),
+        answer_step(found, values) if lean else AnswerStep(),
+        Verifier(prompt, found, code_blocks=code_blocks) if verify and values else None,
     )
 
 
@@ -359,6 +379,7 @@ __all__ = [
     "CAP_CHARS",
     "HEADER",
     "NOT_RUN",
+    "NOT_SENT_STEP",
     "AnswerStep",
     "DataSteps",
     "answer_step",

@@ -29,6 +29,12 @@ from .turn_check import for_turn
 LIMIT = 6
 
 
+def verifies(setting: object, lean: bool) -> bool:
+    """Whether a turn's answer is checked before it ends it: ``Shiro.verify_answers`` (``setting``), whose "auto"
+    checks a lean turn's (a small local model's) only."""
+    return lean if setting == "auto" else bool(setting)
+
+
 @dataclass
 class Verifier:
     """One turn's verification: ``prompt`` as typed, ``named``: the data the prompt names (files, variables)."""
@@ -85,4 +91,4 @@ class Verifier:
         )
 
 
-__all__ = ["LIMIT", "Verifier"]
+__all__ = ["LIMIT", "Verifier", "verifies"]

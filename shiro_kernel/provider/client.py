@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import environment
 from ..egress import Seen, encoded
+from ..private import schema_only
 from ..private.mask import unmasked
 from ..store.paths import home
 from . import state as state_place
@@ -140,6 +141,9 @@ class ProviderSettings:
     #: ``Shiro.text_calls``: read a call the model wrote as its whole answer's text (:mod:`.textcalls`): True, False,
     #: or "auto" — for a server on this machine or the user's network (a local engine), never a hosted API
     text_calls: str | bool = "auto"
+    #: what of the data may leave (the administrator's ``values``): "masked" (private values as stand-ins), or
+    #: "schema-only" (no tool result that can carry the data's values: :mod:`~shiro_kernel.private.schema_only`)
+    values: str = "masked"
 
     @classmethod
     def of(
@@ -222,6 +226,8 @@ class Provider:
         #: where a tool result's images come from (the asset store's ``data_url``); None: send no images,
         #: their text stand-ins instead. Sent only while the profile says the model takes them.
         self.images: ImageSource | None = None
+        #: under ``values: schema-only``, the tools whose results are sent (``Tool.values`` False); the others' are not
+        self.passing: frozenset[str] = frozenset()
         #: the private values' mask as it is now, asked once per call (:meth:`~shiro_kernel.private.kernel.
         #: PrivateValues.mask_for`); None, or a None answer: nothing is private
         self.private: Callable[[], Mask | None] | None = None
@@ -542,7 +548,10 @@ class Provider:
         from . import wire
 
         if self._inputs is None:
-            self._inputs = wire.InputCache(clean=self._clean)
+            withhold = None
+            if self.settings.values == schema_only.SCHEMA_ONLY:
+                withhold = lambda m: schema_only.withheld(m, self.passing)  # noqa: E731 - self.passing read as it changes
+            self._inputs = wire.InputCache(clean=self._clean, withhold=withhold)
         return self._inputs
 
     def _clean(self, text: str) -> str:
@@ -563,8 +572,11 @@ class Provider:
         from ..events import Sent
 
         masked, redacted, self._masked, self._redacted = self._masked, self._redacted, 0, 0
+        sent_as = None
+        if self.settings.values == schema_only.SCHEMA_ONLY:
+            sent_as = lambda part: schema_only.withheld_part(part, self.passing)  # noqa: E731
         request = request_of(
-            len(encoded(body)), messages, self.base_url, api, self._sent, self._images(), masked=masked
+            len(encoded(body)), messages, self.base_url, api, self._sent, self._images(), masked=masked, sent_as=sent_as
         )
         request.redacted = redacted
         return Sent(request)

@@ -1,8 +1,8 @@
 """The provider for the settings in force: the same :class:`~.client.Provider` while they stay (its client, its input
 cache, its server profile), a new one when they change — the administrator's policy checked each time.
 
-:meth:`ProviderHolder.get` is what a turn calls with; :meth:`ProviderHolder.plain` a one-off call with no tools
-(``/memory``'s merge); :meth:`ProviderHolder.threshold` where the history is pruned, as the server's window allows.
+:meth:`ProviderHolder.get` is what a turn calls with; :meth:`ProviderHolder.plain` a provider for a one-off call
+with no tools, :meth:`ProviderHolder.ask` that call (``/memory``'s merge); :meth:`ProviderHolder.threshold` where the history is pruned, as the server's window allows.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class ProviderHolder:
     def settings(self, model: str | None = None, reasoning_effort: str | None = None) -> ProviderSettings:
         """What every request is made with; raises :class:`~shiro_kernel.errors.PolicyError` when they (an
         environment default, ``%shiro --model``, a setting made before the policy) are beyond the administrator's
-        policy, whose redaction floor applies from here on."""
+        policy, whose redaction floor and ``values`` apply from here on."""
         from .client import ProviderSettings
 
         c = self.config
@@ -40,7 +40,8 @@ class ProviderHolder:
             {"base_url": c.base_url, "model": model or c.model, "approval": c.approval, "budget_usd": c.budget_usd}
         )
         redact.set_floor(policy.redact_floor(found))
-        return ProviderSettings.of(c, model, reasoning_effort, cache_key=self.cache_key())
+        settings = ProviderSettings.of(c, model, reasoning_effort, cache_key=self.cache_key())
+        return replace(settings, values=policy.values_of(found))
 
     def get(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:
         """The provider for these settings: the same one while they stay."""
@@ -56,6 +57,14 @@ class ProviderHolder:
         from .client import Provider
 
         return Provider(replace(self.settings(None), max_retries=MERGE_RETRIES))
+
+    def ask(self, system: str, prompt: str) -> str:
+        """One plain model call with no tools (``/memory``'s merge), its answer's text. Raises
+        :class:`~shiro_kernel.errors.ProviderError`."""
+        from ..transcript import Message
+        from .client import answer
+
+        return answer(self.plain().stream(system, [Message.user(prompt)], [], None)).text
 
     def threshold(self) -> int:
         """Where the history is pruned: ``Shiro.compact_threshold``, or less where the server's context window is

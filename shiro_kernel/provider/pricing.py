@@ -6,6 +6,9 @@ input price for it."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+
+from ..events import BudgetUnchecked, Event
 
 # USD per 1M tokens: (input, cached input, output). OpenAI's public list prices.
 PRICES: dict[str, tuple[float, float, float]] = {
@@ -41,3 +44,24 @@ def cost_usd(model: str, input_tokens: int, output_tokens: int, cached_input_tok
         return None
     cached = min(max(cached_input_tokens, 0), input_tokens)
     return ((input_tokens - cached) * price[0] + cached * price[1] + output_tokens * price[2]) / 1_000_000
+
+
+class SpendLimit:
+    """A turn's spend limit (``Shiro.budget_usd``) where it can be checked: a model with no price has no cost,
+    so its budget cannot be, and that is said once per kernel (:class:`~shiro_kernel.events.BudgetUnchecked`)."""
+
+    def __init__(self, budget: Callable[[], float | None]) -> None:
+        self._budget = budget
+        self._warned = False
+
+    def for_model(self, model: str, emit: Callable[[Event], None]) -> float | None:
+        """The limit for a turn on ``model``, or None when there is none or ``model`` has no price."""
+        budget = self._budget()
+        if budget is None:
+            return None
+        if price_of(model) is None:
+            if not self._warned:
+                self._warned = True
+                emit(BudgetUnchecked(budget, model))
+            return None
+        return float(budget)

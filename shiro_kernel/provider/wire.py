@@ -127,11 +127,16 @@ class InputCache:
 
     ``clean`` is applied to every text an item carries (contents, texts, outputs, arguments; never an image's
     data) when the item is built: the provider's redaction of secrets at the boundary where anything leaves,
-    paid once per message, not per request."""
+    paid once per message, not per request. ``withhold`` is applied to each message before its items are built:
+    what the administrator's ``values: schema-only`` lets leave of it (:func:`~shiro_kernel.private.schema_only.
+    withheld`)."""
 
-    def __init__(self, clean: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self, clean: Callable[[str], str] | None = None, withhold: Callable[[Message], Message] | None = None
+    ) -> None:
         self._kept: dict[str, dict[int, _Kept]] = {"responses": {}, "chat": {}}
         self.clean = clean
+        self.withhold = withhold
 
     def _items(
         self,
@@ -145,7 +150,7 @@ class InputCache:
         """``m``'s items as kept (recorded in ``fresh``), or built now by ``build(m, *args)``."""
         hit = self._kept[api].get(id(m))
         if hit is None or hit[0] is not m or hit[2] is not setting or hit[1] != m.parts:
-            items = build(m, *args)
+            items = build(m if self.withhold is None else self.withhold(m), *args)
             if self.clean is not None:
                 items = [_cleaned(item, self.clean) for item in items]
             if m.role == "tool" and any(type(p) is ToolResultPart and p.images for p in m.parts):

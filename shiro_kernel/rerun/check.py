@@ -277,4 +277,26 @@ def check_notebook(
     return result
 
 
-__all__ = ["CELL_TIMEOUT_S", "CheckResult", "Problem", "check_notebook", "compare", "diagnosis", "run_fresh"]
+#: a ``%shiro`` cell that would ask the model, in a check's own kernel (``SHIRO_CHECKING``): never asked
+NO_MODEL_IN_CHECK = (
+    "not asked: a check reruns the notebook without the model, and this cell would ask it (it has no recorded "
+    "turn to replay, or says --again)"
+)
+
+
+def check_saved(path: Path, timeout: float) -> str:
+    """``notebook_check``'s check (:attr:`ToolContext.check <shiro_kernel.tools.base.ToolContext.check>`): the saved
+    notebook rerun in a fresh kernel (:func:`check_notebook`), its summary."""
+    return check_notebook(path, timeout=timeout).summary()
+
+
+__all__ = [
+    "CELL_TIMEOUT_S",
+    "CheckResult",
+    "Problem",
+    "check_notebook",
+    "check_saved",
+    "compare",
+    "diagnosis",
+    "run_fresh",
+]

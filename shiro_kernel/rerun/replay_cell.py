@@ -8,7 +8,7 @@ cell is a turn with a prompt, not ``--again``, and keeps the ids of the turns ru
 in ``seen``)::
 
     outcome = replay_cell(shell, prompt=..., cell_id=..., ordinal=..., setting=config.replay,
-                          notebook_path=agent.notebook, store=agent.current.store, seen=agent.turns_here,
+                          notebook_path=agent.location.notebook, store=agent.current.store, seen=agent.turns_here,
                           on_event=view)
     None      → no recorded turn for this cell (or it ran here already, or ``off``): ask the model
     Refused   → show ``outcome.text``; nothing ran, no model call

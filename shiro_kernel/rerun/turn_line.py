@@ -76,7 +76,7 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
         cell_id=line.cell_id,
         ordinal=line.ordinal,
         setting="off" if settings.approval == "read-only" else settings.replay,
-        notebook_path=agent.notebook,
+        notebook_path=agent.location.notebook,
         on_event=view,
         store=agent.current.store,
         seen=agent.turns_here,
@@ -86,7 +86,11 @@ def replayed(shell: Any, agent: Agent, settings: Shiro, line: Line) -> bool:
         checkpoint=agent.undo.checkpointer(uuid7()),  # the replayed calls are a turn of their own for undo
     )
     if outcome is None:
-        if agent.notebook is None and not (environment().api_key or settings.base_url) and run_by_a_program(shell):
+        if (
+            agent.location.notebook is None
+            and not (environment().api_key or settings.base_url)
+            and run_by_a_program(shell)
+        ):
             print(NOT_TOLD)  # the model is asked next and says there is no key: this says what would have worked
         return False
     if isinstance(outcome, Refused):

@@ -260,6 +260,9 @@ class Tool:
     #: arguments whose presence and allowed values its ``run`` checks itself (the registry lets them through,
     #: so the model reads the tool's own words): for servers that do not enforce the schema
     own_checks: frozenset[str] = frozenset()
+    #: its results can carry the data's values (False: they are the agent's own bookkeeping — the task list, the
+    #: tool list, the memories): under the policy's ``values: schema-only`` only False ones reach the model
+    values: bool = True
 
     def __post_init__(self) -> None:
         if not self.effects:

@@ -171,6 +171,7 @@ remember = Tool(
     effects=Effect.OUTSIDE,
     touches=outside(NOTES_OUTSIDE),
     preview=_remember_preview,
+    values=False,
 )
 
 recall = Tool(
@@ -183,6 +184,7 @@ recall = Tool(
     run=_recall,
     effects=Effect.READS,
     served=9,
+    values=False,
 )
 
 forget = Tool(
@@ -195,6 +197,7 @@ forget = Tool(
     effects=Effect.OUTSIDE,
     touches=outside(NOTES_OUTSIDE),
     preview=_forget_preview,
+    values=False,
 )
 
 memory_read = Tool(
@@ -216,6 +219,7 @@ memory_read = Tool(
     run=_memory_read,
     effects=Effect.READS,
     served=10,
+    values=False,
 )
 
 memory_write = Tool(
@@ -261,6 +265,7 @@ memory_write = Tool(
     touches=outside("the named memories are not part of undo"),
     preview=_memory_write_preview,
     own_checks=frozenset({"name", "scope"}),  # the model reads the store's words (servers that skip the schema)
+    values=False,
 )
 
 TOOLS = [remember, recall, forget, memory_read, memory_write]

@@ -85,7 +85,13 @@ def _run(args: dict[str, Any], ctx: ToolContext) -> str:
 #: READS: it changes only the session's own task list, which the per-step state shows (nothing to ask, undo or
 #: replay)
 todo_write = Tool(
-    name="todo_write", description=DESCRIPTION, parameters=PARAMETERS, run=_run, effects=Effect.READS, served=11
+    name="todo_write",
+    description=DESCRIPTION,
+    parameters=PARAMETERS,
+    run=_run,
+    effects=Effect.READS,
+    served=11,
+    values=False,
 )
 
 TOOLS = [todo_write]

@@ -341,10 +341,10 @@ class LiveController:
         view = item.view
         if view is None:
             return LATER
-        live = self.agent.live  # a review nobody answered this turn counts too (and this one for its reviews)
+        live = self.agent.location.live  # a review nobody answered this turn counts too (and this one for its reviews)
         if item.unanswered or (live is not None and live.unanswered):
             return UNANSWERED
-        title, body = preview(call, self.agent.root)
+        title, body = preview(call, self.agent.location.root)
         wait = float(self.agent.config.approval_timeout_s)
         asked = ask_user(
             self.inbox.post,

@@ -36,7 +36,7 @@ def context_percent(agent: Agent) -> int | None:
     window is known to be smaller)."""
     try:
         current = agent.current
-        return percent(current.wire.meter.estimate(list(current.session.messages)), agent.threshold())
+        return percent(current.wire.meter.estimate(list(current.session.messages)), agent.providers.threshold())
     except Exception:  # a view must never break on a half-built session
         return None
 

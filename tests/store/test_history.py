@@ -114,7 +114,7 @@ def test_a_turn_records_its_prompt_off_its_path_and_warns_once_when_it_cannot(
     agent = Agent(None, Shiro(model="gpt-4o-mini"))
     fake_openai.enqueue(Reply(text="one"), Reply(text="two"), Reply(text="three"))
     assert agent.ask("first question").reason == "answered"
-    assert agent.history().entries() == ["first question"]  # written by the time the turn ended
+    assert agent.location.history().entries() == ["first question"]  # written by the time the turn ended
     (home() / "history").rename(home() / "history-moved")
     (home() / "history").write_text("not a folder")  # the history cannot be written any more
     events: list[Event] = []
