@@ -59,6 +59,7 @@ from .undo.kernel import Undo
 #: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on
 UNDO_WHILE_TURNING = "not undone: a turn is running; take steps back once it has ended (Stop ends it now)"
 
+
 class Agent:
     def __init__(self, shell: Any = None, config: Shiro | None = None) -> None:
         self.shell = shell

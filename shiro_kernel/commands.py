@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
+from .egress import command_entry
+from .recorder import EgressLedger
+
 if TYPE_CHECKING:
     from .agent import Agent
 
@@ -35,7 +38,8 @@ def _memory(agent: Agent, arg: str) -> str:
     store = agent.memory.notes()
     if store is None:
         return MEMORY_OFF
-    return store.summarize(agent.providers.ask)
+    ledger = EgressLedger(agent.current.session, command_entry("/memory"))
+    return store.summarize(lambda system, prompt: agent.providers.ask(system, prompt, ledger))
 
 
 def _compact(agent: Agent, arg: str) -> str:
@@ -43,8 +47,10 @@ def _compact(agent: Agent, arg: str) -> str:
     from .errors import ShiroError
 
     try:
+        session = agent.current.session
+        ledger = EgressLedger(session, command_entry("/compact"))
         before, after = compact_session(
-            agent.current.session, agent.providers.get(), threshold=agent.config.compact_threshold
+            session, agent.providers.get(), threshold=agent.config.compact_threshold, observe=ledger
         )
     except ShiroError as exc:
         return f"compact failed, the transcript is unchanged: {exc}"

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .store.ids import now_iso
+from .store.ids import now_iso, uuid7
 from .transcript import ImageRef, Message, ToolResultPart
 
 
@@ -104,6 +104,12 @@ def request_of(
     return request
 
 
+def command_entry(command: str) -> str:
+    """The ledger's entry for a command's own model call (``/compact``, ``/memory``): ``"/compact <id>"``, one a call,
+    shown by the command's name."""
+    return f"{command} {uuid7()}"
+
+
 def encoded(body: dict[str, Any]) -> bytes:
     """``body`` as the openai SDK and httpx send it (compact separators, UTF-8, not ASCII-escaped): the ledger's
     size. It serialises the body a second time (the SDK does it again): a cost per request that grows with it."""
@@ -179,10 +185,13 @@ def table(ledger: Ledger) -> str:
         return "nothing has been sent in this session yet"
     lines = []
     total = 0
-    for number, entry in enumerate(ledger.turns, 1):
+    number = 0
+    for entry in ledger.turns:
         requests = ledger.requests(entry.get("turn"))
         total += sum(r.bytes for r in requests)
-        lines.append(f"turn {number}: {brief(requests)}")
+        turn = str(entry.get("turn") or "")
+        number += not turn.startswith("/")  # a command's own call (``/compact``) is shown by its name
+        lines.append(f"{turn.split()[0] if turn.startswith('/') else f'turn {number}'}: {brief(requests)}")
         for r in requests:
             bits = [f"{r.at[11:19]} {r.api} {size(r.bytes)} (~{r.tokens:,} tokens)"]
             if r.results:
@@ -203,4 +212,4 @@ def table(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["Ledger", "Request", "Seen", "brief", "encoded", "request_of", "size", "table"]
+__all__ = ["Ledger", "Request", "Seen", "brief", "command_entry", "encoded", "request_of", "size", "table"]

@@ -7,6 +7,7 @@ real message list, so it is irreversible for that session. A failed or empty sum
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ProviderError
@@ -30,17 +31,24 @@ def compact_message(before: int, after: int) -> str:
     return f"compacted {before} messages into {after}"
 
 
-def _summarise(provider: Any, messages: list[Message]) -> str:
+def _summarise(provider: Any, messages: list[Message], observe: Callable[[Any], object] | None) -> str:
     """The model's summary of ``messages``; its failure raised as :class:`ProviderError`."""
     from ..provider.client import answer
 
-    return answer(provider.stream(COMPACT_SYSTEM, messages, [], None)).text
+    return answer(provider.stream(COMPACT_SYSTEM, messages, [], None), observe).text
 
 
-def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THRESHOLD) -> tuple[int, int]:
+def compact_session(
+    session: Any,
+    provider: Any,
+    *,
+    threshold: int = DEFAULT_THRESHOLD,
+    observe: Callable[[Any], object] | None = None,
+) -> tuple[int, int]:
     """Summarise ``session.messages`` with one model call (no tools) and replace them with ONE user
     message ``Summary of the session so far:\\n\\n<text>``. Returns ``(before, after)`` message counts
-    (``(0, 0)`` for an empty history). A failed or empty summary raises
+    (``(0, 0)`` for an empty history); ``observe`` sees the call's events (the egress ledger's requests). A failed
+    or empty summary raises
     :class:`~shiro_kernel.errors.ProviderError` and leaves the transcript untouched."""
     before = len(session.messages)
     if before == 0:
@@ -49,11 +57,11 @@ def compact_session(session: Any, provider: Any, *, threshold: int = DEFAULT_THR
     wire, _ = rules.check_and_repair(session.messages, store=bool(getattr(settings, "store", True)), keep_pending=False)
     wire = prune_to_fit(wire, threshold).messages  # a history past the threshold would not fit the model
     try:
-        text = _summarise(provider, wire)
+        text = _summarise(provider, wire, observe)
     except ProviderError as exc:
         if exc.kind != "item_not_found":
             raise
-        text = _summarise(provider, rules.detach_provider_items(wire))  # the provider lost a stored item
+        text = _summarise(provider, rules.detach_provider_items(wire), observe)  # the provider lost a stored item
     if not text.strip():
         raise ProviderError(EMPTY_SUMMARY)
     session.messages[:] = [Message.user(SUMMARY_PREFIX + text.strip())]

@@ -765,9 +765,10 @@ def _retryable(status: int) -> bool:
     return status in RETRY_STATUSES or status >= 500
 
 
-def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
+def answer(events: Iterable[ProviderEvent | Notice], observe: Callable[[Any], object] | None = None) -> Message:
     """The answer of one model call outside a turn (``/compact``): its ``Done`` message (an empty one when
-    it gave none), or its ``Error`` raised as :class:`~shiro_kernel.errors.ProviderError`."""
+    it gave none), or its ``Error`` raised as :class:`~shiro_kernel.errors.ProviderError`. ``observe`` sees every
+    event as it comes (the egress ledger keeps the call's requests, :class:`~shiro_kernel.events.Sent`)."""
     from ..errors import ProviderError
     from ..events import Done, Error
     from ..transcript import Message
@@ -775,6 +776,8 @@ def answer(events: Iterable[ProviderEvent | Notice]) -> Message:
     message = Message("assistant", [])
     error: Error | None = None
     for event in events:
+        if observe is not None:
+            observe(event)
         if isinstance(event, Done):
             message = event.message
         elif isinstance(event, Error):

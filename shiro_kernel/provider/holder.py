@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import policy, redact
 
@@ -58,13 +58,13 @@ class ProviderHolder:
 
         return Provider(replace(self.settings(None), max_retries=MERGE_RETRIES))
 
-    def ask(self, system: str, prompt: str) -> str:
-        """One plain model call with no tools (``/memory``'s merge), its answer's text. Raises
-        :class:`~shiro_kernel.errors.ProviderError`."""
+    def ask(self, system: str, prompt: str, observe: Callable[[Any], object] | None = None) -> str:
+        """One plain model call with no tools (``/memory``'s merge), its answer's text; ``observe`` sees its events
+        (the egress ledger's requests). Raises :class:`~shiro_kernel.errors.ProviderError`."""
         from ..transcript import Message
         from .client import answer
 
-        return answer(self.plain().stream(system, [Message.user(prompt)], [], None)).text
+        return answer(self.plain().stream(system, [Message.user(prompt)], [], None), observe).text
 
     def threshold(self) -> int:
         """Where the history is pruned: ``Shiro.compact_threshold``, or less where the server's context window is

@@ -94,6 +94,23 @@ def test_the_record_keeps_the_ledger_and_the_cli_prints_it(shiro_shell, fake_ope
     assert printed.startswith("turn 1: sent ") and "turn 2: sent " in printed and "in 2 requests" in printed
 
 
+def test_a_commands_own_model_call_is_in_the_ledger(shiro_shell, fake_openai, tmp_path):
+    """``/compact`` sends the whole history to the server: its request is kept like a turn's, shown by its name
+    (``/memory``'s merge call goes through the same ``observe``)."""
+    fake_openai.enqueue(Reply(text="one"), Reply(text="the user said one thing"), Reply(text="two"))
+    run(shiro_shell, "%shiro first")
+    assert "compacted" in run(shiro_shell, "%shiro /compact")
+    run(shiro_shell, "%shiro second")
+    ledger = agent_of(shiro_shell).current.session.egress
+    assert [r.bytes for r in ledger.requests()] == [len(r.raw) for r in fake_openai.requests]  # all three
+    table = run(shiro_shell, "%shiro /egress")
+    assert [line.split(":")[0] for line in table.splitlines() if not line.startswith(" ")][:3] == [
+        "turn 1",
+        "/compact",
+        "turn 2",
+    ]
+
+
 def test_the_footers_words() -> None:
     one = Request("api.openai.com", "responses", 3100, 775, results=[["python", 10], ["read_file", 20]], images=1)
     two = Request("api.openai.com", "responses", 900, 225, files=[["a.csv", 12]], masked=14, redacted=1)
