@@ -178,10 +178,11 @@ def _file(path: Path, root: Path, values: bool) -> str:
 
 
 def _column(name: str, cells: list[str], values: bool) -> str:
-    """A column as the block shows it: its name and kind, and for a text column its first value (how its values
+    """A column as the block shows it: its name (quoted where spaces begin or end it) and kind, and for a text column its first value (how its values
     are written: a date's format, a category's spelling). Numbers are not shown: their kind is what code needs, and
     a small model's tokenizer spends a token a digit (the two first rows this replaced were 40-60 % of a wide
     numeric file's block)."""
+    name = name if name and name == name.strip() else repr(name)  # a header's stray space, shown: code needs it
     kind = _kind(cells)
     example = next((v.strip() for v in cells if v.strip()), "") if kind.startswith("text") and values else ""
     if not example:

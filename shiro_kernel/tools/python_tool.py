@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import io
 import itertools
 import linecache
@@ -40,6 +41,8 @@ OUTPUT_TAIL_CHARS = 10_000
 VALUE_CHARS = 10_000
 #: Frames of user code kept in a traceback (the innermost ones).
 TRACEBACK_FRAMES = 6
+#: the columns of each frame a ``KeyError``'s hint looks through, at most (:func:`column_hint`)
+HINT_COLUMNS = 2_000
 
 _counter = itertools.count(1)
 _THIS_FILE = os.path.normcase(os.path.abspath(__file__))
@@ -278,6 +281,27 @@ def _quiet(source: str) -> bool:
     return bool(lines) and lines[-1].endswith(";")
 
 
+def column_hint(exc: BaseException, ns: dict[str, Any]) -> str:
+    """For a ``KeyError`` whose key is no column of the namespace's DataFrames, the frames' columns closest to it
+    (a header's trailing space, another case, a typo: the most common failure of code written against a table) —
+    one line after the traceback, or ''. Reads column names only, never values."""
+    key = exc.args[0] if isinstance(exc, KeyError) and len(exc.args) == 1 else None
+    if not isinstance(key, str):
+        return ""
+    found: list[str] = []
+    for name, value in list(ns.items()):
+        kind = type(value)
+        if name.startswith("_") or kind.__name__ != "DataFrame" or not kind.__module__.startswith("pandas"):
+            continue
+        columns = [c for c in list(value.columns)[:HINT_COLUMNS] if isinstance(c, str)]
+        if key in columns:
+            return ""  # the key is a column: the KeyError is about something else
+        near = [c for c in columns if c.strip().casefold() == key.strip().casefold()]
+        near = near or difflib.get_close_matches(key, columns, n=3, cutoff=0.75)
+        found += [f"{name}[{c!r}]" for c in near]
+    return f"Note: no column {key!r}; the closest: {', '.join(found[:3])}" if found else ""
+
+
 def run_python(shell: Any, code: str) -> ToolOutput:
     """Run ``code`` in ``shell``'s user namespace on this thread and return everything it produced: the
     text (stdout, stderr, displays as text, the last value, a traceback), the images for the model and
@@ -325,6 +349,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
                 interrupted = exc  # re-raised below, once the streams are back, with the output so far
             except BaseException as exc:  # SystemExit too: the user's code failing is a result
                 error = _format_exception(exc)
+                error = "\n".join(p for p in (error.rstrip("\n"), column_hint(exc, shell.user_ns)) if p)
             finally:
                 collect_figures(capture, figures_before)
     finally:

@@ -77,3 +77,8 @@ def test_the_first_step_of_a_data_question_is_said_as_a_step():
     assert block.startswith("Your next reply is only a ```python block that loads titanic.csv and prints")
     assert "with no answer in it" in block and "the reply after it" in block
     assert first_step([]) == "" and first_step([], code_blocks=True) == ""  # no data named: told nothing more
+
+
+def test_a_column_name_with_a_stray_space_is_quoted(tmp_path):
+    (tmp_path / "calls.csv").write_text("timestamp,avg. wait time \n1,2\n")
+    assert "timestamp (int), 'avg. wait time ' (int)" in block("outliers in calls.csv", {}, ToolContext(root=tmp_path))

@@ -258,3 +258,14 @@ def test_inside_a_real_kernel_nothing_leaks(tmp_path, monkeypatch):
     assert nb.cells[1].outputs[0]["text"] == "second cell\n"
     assert [c.execution_count for c in nb.cells] == [1, 2]
     assert time.monotonic() - started < 30
+
+
+def test_a_keyerror_on_a_column_names_the_closest_columns(ctx):
+    setup = "import pandas as pd\ncalls = pd.DataFrame({'avg. wait time ': [1.0], 'Region': ['east']})\n"
+    out = py(ctx, setup + "calls['avg. wait time'].mean()")
+    assert out.endswith(
+        "KeyError: 'avg. wait time'\nNote: no column 'avg. wait time'; the closest: calls['avg. wait time ']"
+    )
+    assert py(ctx, "calls['region']").endswith("the closest: calls['Region']")
+    assert "Note:" not in py(ctx, "{'a': 1}['zzz']")  # no column near it: the traceback alone
+    assert "Note:" not in py(ctx, "calls.loc[0, 'Region']; {}['Region']")  # a column: the KeyError is another's
