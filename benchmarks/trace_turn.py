@@ -6,11 +6,16 @@ A real turn through the agent (an in-process IPython shell, the real ``openai`` 
 model calls ``python`` once (approved), then answers. The turn is run once to warm everything up, then traced
 with ``sys.setprofile``: each call into a function of ``shiro_kernel`` counts for its module, and a *hop* is a
 call whose caller is in another module of the package (calls inside one module, and into other packages, are
-not hops). A structure issue's figures (modules touched, hops, hops into ``agent``) come from this script.
+not hops). A *climb* is a hop that runs up the import graph: the callee imports the caller, directly or through
+others, so control returns to a higher module through a callback it handed down — not counted when the caller is
+``events`` (the observer pipe is how events go up by design) or the callee a generator being resumed (a stream
+pulled item by item). A structure issue's figures (modules touched, hops,
+hops into ``agent``, climbs and the climbs into ``agent``) come from this script.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import tempfile
@@ -45,9 +50,40 @@ def module_of(frame: FrameType | None) -> str | None:
     return ".".join(parts) or "__init__"
 
 
-def trace(run: Any) -> tuple[Counter[str], Counter[tuple[str, str]]]:
+def above() -> dict[str, set[str]]:
+    """Each module (as :func:`module_of` names it) and every module it imports, directly or through others: the
+    ones it stands above (the import graph tests/test_shape.py reads)."""
+    from test_shape import imports, modules
+
+    known = modules()
+
+    def short(name: str) -> str:
+        return name.removeprefix("shiro_kernel").removeprefix(".") or "__init__"
+
+    direct = {short(m): {short(t) for t in imports(m, path, known)} for m, path in known.items()}
+    closure: dict[str, set[str]] = {}
+    for start in direct:
+        seen, stack = set(), list(direct[start])
+        while stack:
+            m = stack.pop()
+            if m not in seen:
+                seen.add(m)
+                stack += direct.get(m, ())
+        closure[start] = seen - {start}
+    return closure
+
+
+#: a generator's or coroutine's code: a "call" event into it is a resumption (its consumer pulling the next item),
+#: not a callback
+_RESUMED = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def trace(run: Any) -> tuple[Counter[str], Counter[tuple[str, str]], Counter[tuple[str, str]]]:
+    """What ``run`` touches: the calls per module, the hops between modules, and the hops that resumed a
+    generator."""
     touched: Counter[str] = Counter()
     hops: Counter[tuple[str, str]] = Counter()
+    resumed: Counter[tuple[str, str]] = Counter()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if event != "call":
@@ -59,6 +95,8 @@ def trace(run: Any) -> tuple[Counter[str], Counter[tuple[str, str]]]:
         caller = module_of(frame.f_back)
         if caller is not None and caller != here:
             hops[(caller, here)] += 1
+            if frame.f_code.co_flags & _RESUMED:
+                resumed[(caller, here)] += 1
 
     threading.setprofile(profile)
     sys.setprofile(profile)
@@ -67,7 +105,7 @@ def trace(run: Any) -> tuple[Counter[str], Counter[tuple[str, str]]]:
     finally:
         sys.setprofile(None)
         threading.setprofile(None)  # type: ignore[arg-type]
-    return touched, hops
+    return touched, hops, resumed
 
 
 def main() -> None:
@@ -88,13 +126,19 @@ def main() -> None:
                 shell.run_cell(f"%shiro compute {n}")
 
         turn(1)  # warm: imports, the session started, the provider built
-        touched, hops = trace(lambda: turn(2))
+        touched, hops, resumed = trace(lambda: turn(2))
     into: Counter[str] = Counter()
     for (_, callee), n in hops.items():
         into[callee] += n
     print(f"modules touched: {len(touched)}")
     print(f"hops between modules: {sum(hops.values())}")
     print(f"hops into agent: {into.get('agent', 0)}")
+    below = above()
+    up = {(a, b): n - resumed[(a, b)] for (a, b), n in hops.items() if a in below.get(b, ()) and a != "events"}
+    climbs = Counter({pair: n for pair, n in up.items() if n})
+    print(f"climbs (a callback up the import graph, not through events.Pipe): {sum(climbs.values())}")
+    print(f"climbs into agent: {sum(n for (_, b), n in climbs.items() if b == 'agent')}")
+    print("most climbs: " + ", ".join(f"{a}→{b} {n}" for (a, b), n in climbs.most_common(8)))
     print("most entered modules: " + ", ".join(f"{m} {n}" for m, n in into.most_common(8)))
 
 

@@ -74,11 +74,11 @@ class Agent:
             model=lambda: str(self.config.model),
         )
         #: memory on or off for the session, the memories muted, the project's stores (:mod:`~.memory.session_memory`)
-        self.memory = SessionMemory(self.config, lambda: where.root)
+        self.memory = SessionMemory(self.config, where)
         self.providers = ProviderHolder(self.config, lambda: self.current.session.id)
         self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
-        self.spend = SpendLimit(lambda: self.config.budget_usd)  # "cannot check the budget": once per kernel
+        self.spend = SpendLimit(self.config)  # "cannot check the budget": once per kernel
         #: MCP both ways: the user's servers for turns (started on first need), ``/mcp serve``
         self.mcp = McpLink(
             McpSeams(
@@ -100,9 +100,7 @@ class Agent:
         #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
         self.undo = Undo(lambda: float(self.config.undo_max_mb))
         #: what is private (``Shiro.private``, ``/private``, the project's file, the policy), masked at the boundary
-        self.private = PrivateValues(
-            lambda: self.config.private, where.namespace, lambda: where.root, lambda: bool(self.config.private_figures)
-        )
+        self.private = PrivateValues(self.config, where)
 
     def rebuild(self) -> str:
         """``/rebuild``: re-run the recorded code that made the lost variables (see :mod:`context.restart`)."""

@@ -3,8 +3,6 @@ session), the named memories muted (``Shiro.mute``, ``--mute``), and the project
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .named import MemoryStore, normalize_mute_list
@@ -12,6 +10,7 @@ from .notes import NoteStore
 
 if TYPE_CHECKING:
     from ..config import Shiro
+    from ..location import Location
 
 MEMORY_ON = "memory is on: project notes and named memories are loaded and written again"
 MEMORY_OFF = (
@@ -23,8 +22,8 @@ MEMORY_OFF = (
 class SessionMemory:
     """``config``'s memory settings, this session's changes to them, and the stores of the project at ``root()``."""
 
-    def __init__(self, config: Shiro, root: Callable[[], Path]) -> None:
-        self.config, self.root = config, root
+    def __init__(self, config: Shiro, location: Location) -> None:
+        self.config, self.location = config, location
         self.muted: list[str] = normalize_mute_list(config.mute)
         #: ``--memory`` / ``--no-memory`` for this kernel's session; None: ``Shiro.memory`` decides
         self.on: bool | None = None
@@ -44,10 +43,10 @@ class SessionMemory:
 
     def notes(self, enabled: bool | None = None) -> NoteStore | None:
         """The project notes, or None while memory is off."""
-        return NoteStore.for_project(self.root()) if (self.enabled() if enabled is None else enabled) else None
+        return NoteStore.for_project(self.location.root) if (self.enabled() if enabled is None else enabled) else None
 
     def memories(self, model: str | None = None) -> MemoryStore:
-        return MemoryStore.for_project(self.root(), model or self.config.model, self.muted)
+        return MemoryStore.for_project(self.location.root, model or self.config.model, self.muted)
 
     def in_use(self, model: str | None = None) -> MemoryStore | None:
         """The named memories, or None while memory is off."""

@@ -8,9 +8,7 @@ look at the project's file per request.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import PolicyError
 from .mask import Mask
@@ -18,20 +16,18 @@ from .names import Name, Private, read_project
 from .values import Found, collect
 
 if TYPE_CHECKING:
+    from ..config import Shiro
+    from ..location import Location
     from ..session import Session
 
 
 class PrivateValues:
     """What is private in this kernel (``names``: the session's own changes; the rest read as it is now)."""
 
-    def __init__(
-        self,
-        setting: Callable[[], Iterable[str]],
-        namespace: Callable[[], Mapping[str, Any] | None],
-        root: Callable[[], Path | None],
-        figures: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.setting, self.namespace, self.root, self.figures = setting, namespace, root, figures
+    def __init__(self, config: Shiro, location: Location) -> None:
+        #: ``Shiro.private`` and ``Shiro.private_figures`` are read from ``config``; the namespace and the project's
+        #: root from ``location``, each time they are needed
+        self.config, self.location = config, location
         self.names = Private()
         #: the values found by the last look, and what the project's file had to say
         self.found = Found()
@@ -40,8 +36,8 @@ class PrivateValues:
 
     def sources(self) -> dict[str, str]:
         """Each private name now, and where it comes from (``policy``, ``project``, ``setting``, ``session``)."""
-        project, self.problems = read_project(self.root())
-        return self.names.sources(self.setting(), project, policy_names())
+        project, self.problems = read_project(self.location.root)
+        return self.names.sources(self.config.private, project, policy_names())
 
     def mask_for(self, session: Session) -> Mask | None:
         """``session``'s mask with the values the private names hold in the kernel now, or None when nothing is
@@ -55,7 +51,7 @@ class PrivateValues:
             mask.add(dict(session.private_seen))
             self._mask = held = (session.id, session.mask_key, mask)
         mask = held[2]
-        self.found = collect(self.namespace() or {}, [Name.parse(n) for n in names])
+        self.found = collect(self.location.namespace() or {}, [Name.parse(n) for n in names])
         mask.add(self.found.texts)
         return mask
 
@@ -63,7 +59,7 @@ class PrivateValues:
         """The private data (``df.email``, ``salaries``) that ``code`` (a call's arguments) names — a column by its
         name, a whole variable by its own — as the last look found it; [] when figures may be sent
         (``Shiro.private_figures``)."""
-        if self.figures() or not self.found.sources:
+        if self.config.private_figures or not self.found.sources:
             return []
         out = []
         for source in self.found.sources:

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..events import BudgetUnchecked, Event
+
+if TYPE_CHECKING:
+    from ..config import Shiro
 
 # USD per 1M tokens: (input, cached input, output). OpenAI's public list prices.
 PRICES: dict[str, tuple[float, float, float]] = {
@@ -50,13 +54,13 @@ class SpendLimit:
     """A turn's spend limit (``Shiro.budget_usd``) where it can be checked: a model with no price has no cost,
     so its budget cannot be, and that is said once per kernel (:class:`~shiro_kernel.events.BudgetUnchecked`)."""
 
-    def __init__(self, budget: Callable[[], float | None]) -> None:
-        self._budget = budget
+    def __init__(self, config: Shiro) -> None:
+        self.config = config
         self._warned = False
 
     def for_model(self, model: str, emit: Callable[[Event], None]) -> float | None:
         """The limit for a turn on ``model``, or None when there is none or ``model`` has no price."""
-        budget = self._budget()
+        budget = self.config.budget_usd
         if budget is None:
             return None
         if price_of(model) is None:
