@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Any
 
 from .config import Shiro, agent_variant
@@ -98,7 +99,7 @@ class Agent:
         self._kept = Kept()  # the session's instructions, by what they hold
         self.numbers = LastAnswer()  # each live turn's answer checked against its outputs (Shiro.check_numbers)
         #: the undo checkpoints of this kernel's turns (memory only, within Shiro.undo_max_mb)
-        self.undo = Undo(lambda: float(self.config.undo_max_mb))
+        self.undo = Undo(self.config)
         #: what is private (``Shiro.private``, ``/private``, the project's file, the policy), masked at the boundary
         self.private = PrivateValues(self.config, where)
 
@@ -128,7 +129,7 @@ class Agent:
             self._write_ahead(),
             ReplayRecord(ready.session, line, self.tools, ran=self.turns_here, turn_id=ready.turn_id),
             SideNotices(self._side(line)),
-            CellSnapshot(lambda: current.snapshot_cells(notebook)),
+            CellSnapshot(partial(current.snapshot_cells, notebook)),
             EgressLedger(ready.session, ready.turn_id),
             SaveRecord(ready.session, current.save_now),
             self._numbers(line, ready),
@@ -165,7 +166,7 @@ class Agent:
         effort = spec.get("reasoning_effort")
         provider = self.providers.get(model, str(effort) if effort else None)
         provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
-        provider.private = lambda: self.private.mask_for(current.session)
+        provider.private = partial(self.private.mask_for, current.session)
         values = provider.settings.values != SCHEMA_ONLY  # the policy's ``values: schema-only``: none leave
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
         lean = lean_for(str(self.config.request), provider.profile.local, price_of(model) is not None)
@@ -301,9 +302,6 @@ class Agent:
         )
 
     # -- undo ------------------------------------------------------------------------------------------
-    def _undo_said(self) -> list[Notice]:
-        return [Notice(text, kind="warning") for text in self.undo.journal.said()]
-
     def undo_back(
         self,
         call_id: str | None = None,
@@ -329,7 +327,7 @@ class Agent:
         MCP's notices; the steps the user took back."""
         history_job = files.background(self.location.history().append, line.prompt)
         self.tighten.start()
-        return [lambda: history_notice(history_job), self.tighten.notices, self.mcp.notices, self._undo_said]
+        return [partial(history_notice, history_job), self.tighten.notices, self.mcp.notices, self.undo.notices]
 
     def _numbers(self, line: Line, ready: Ready) -> Observer | None:
         """The answer's numbers looked up in the turn's outputs (``Shiro.check_numbers``; None: off)."""

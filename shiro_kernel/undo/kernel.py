@@ -11,21 +11,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..events import Notice
 from .checkpoints import Checkpointer, checkpointer
 from .journal import CellReverter, Journal
 
 if TYPE_CHECKING:
+    from ..config import Shiro
     from ..notebook import LiveNotebook
     from ..session import Session
 
 
 class Undo:
-    """The kernel's undo (see the module). ``max_mb``: ``Shiro.undo_max_mb``, read when it is needed (0: no
+    """The kernel's undo (see the module), within ``config``'s ``Shiro.undo_max_mb``, read when it is needed (0: no
     checkpoints)."""
 
-    def __init__(self, max_mb: Callable[[], float]) -> None:
-        self.max_mb = max_mb
-        self.journal = Journal(max_mb)
+    def __init__(self, config: Shiro) -> None:
+        self.max_mb: Callable[[], float] = lambda: float(config.undo_max_mb)
+        self.journal = Journal(self.max_mb)
+
+    def notices(self) -> list[Notice]:
+        """What the turn's cell is told on the side when it ends: the checkpoints dropped for room, once."""
+        return [Notice(text, kind="warning") for text in self.journal.said()]
 
     def checkpointer(self, turn_id: str) -> Checkpointer | None:
         """What a call of the turn may change, kept just before it runs (None: ``Shiro.undo_max_mb`` is 0)."""
