@@ -269,7 +269,8 @@ class Agent:
         text, warnings, greeting = self._kept.get(
             key,
             session.id,
-            lambda: session_instructions(
+            partial(
+                session_instructions,
                 ctx,
                 approval=self.config.approval,
                 asking=asking,
@@ -293,7 +294,7 @@ class Agent:
         before = current.session.cells
         return step_state(
             current.session.tasks,
-            lambda: restart.prompt_block(current.lost_now()) if tell_lost else "",
+            current.lost_now if tell_lost else None,
             ""
             if before is None
             else cell_changes.block(before, cell_changes.fingerprint(ctx.notebook_path), values=values),

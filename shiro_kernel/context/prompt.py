@@ -22,6 +22,7 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptFile
+from . import restart
 from .instructions import read_instructions
 
 if TYPE_CHECKING:
@@ -182,13 +183,14 @@ class Kept:
         return built.text, list(built.warnings), greeting
 
 
-def step_state(tasks: TaskList, lost: Callable[[], str], *blocks: str) -> Callable[[], str]:
+def step_state(tasks: TaskList, lost: Callable[[], list[str]] | None, *blocks: str) -> Callable[[], str]:
     """What changes during a session, rebuilt every step as one message after the conversation (never stored, so
-    pruning and ``/compact`` cannot touch it): the task list, read again every step; ``lost``, what a kernel restart
-    lost (asked every step); then ``blocks`` fixed for the turn (cells changed outside the agent, the last answer's
-    numbers no output had, the steps the user took back)."""
+    pruning and ``/compact`` cannot touch it): the task list, read again every step; ``lost``, the variables a kernel
+    restart lost that are still missing (asked every step; None: not told this turn); then ``blocks`` fixed for the
+    turn (cells changed outside the agent, the last answer's numbers no output had, the steps the user took back)."""
 
     def state() -> str:
-        return "\n".join(b for b in (tasks.render_prompt_block(), lost(), *blocks) if b).strip("\n")
+        told = restart.prompt_block(lost()) if lost is not None else ""
+        return "\n".join(b for b in (tasks.render_prompt_block(), told, *blocks) if b).strip("\n")
 
     return state

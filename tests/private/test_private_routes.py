@@ -25,6 +25,15 @@ SECRET = 'pa\\ss"wörd-9Zq!x'  # a backslash, a quote and a non-ASCII letter: ev
 CSV = "id,email,spend\n1,ana.lima@example.com,120.5\n2,o'brien@example.org,80\n3,zoë.ünal@example.net,42.25\n"
 
 
+def reading_the_csv() -> list[Call]:
+    """The calls that read ``df`` and the CSV it came from: ``inspect``, ``read_file`` and ``grep``."""
+    return [
+        Call("inspect", {"names": ["df"]}),
+        Call("read_file", {"path": "customers.csv"}),
+        Call("grep", {"pattern": "example", "path": "."}),
+    ]
+
+
 def leaks(requests: list[Any]) -> list[str]:
     """The private values, in any form, found in what the server received."""
     raw = b"".join(r.raw for r in requests)
@@ -74,13 +83,7 @@ def test_no_route_sends_a_private_value_and_aggregates_still_arrive(
 
     fake_openai.enqueue(
         Reply(tool_calls=[Call("python", {"code": code}) for code in routes]),
-        Reply(
-            tool_calls=[
-                Call("inspect", {"names": ["df"]}),
-                Call("read_file", {"path": "customers.csv"}),
-                Call("grep", {"pattern": "example", "path": "."}),
-            ]
-        ),
+        Reply(tool_calls=reading_the_csv()),
         by_stand_in,
         answer,
     )

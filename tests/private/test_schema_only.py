@@ -16,6 +16,7 @@ from fakeopenai import Call, Reply
 from faultlog import SECURITY, record
 from kernelutil import agent_of
 from kernelutil import run_line as run
+from test_private_routes import reading_the_csv
 
 from shiro_kernel import policy
 from shiro_kernel.context import cell_changes, workspace
@@ -60,9 +61,7 @@ def test_schema_only_sends_no_value_of_the_data_on_any_route(shiro_shell, fake_o
         Reply(tool_calls=[Call("python", {"code": code}) for code in routes]),
         Reply(
             tool_calls=[
-                Call("inspect", {"names": ["df"]}),
-                Call("read_file", {"path": "customers.csv"}),
-                Call("grep", {"pattern": "example", "path": "."}),
+                *reading_the_csv(),
                 Call("todo_write", {"todos": [{"content": "sum the spend", "status": "in_progress"}]}),
             ]
         ),
