@@ -187,10 +187,12 @@ def test_tool_approved_by_button_runs_in_the_kernel_namespace(kernel, fake_opena
     assert result_text(io, check) == "'MainThread'"
 
 
-def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_openai):
+def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_openai, tmp_path):
     io = Iopub(kernel)
+    started = tmp_path / "tool-started"
+    code = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(30)"
     fake_openai.enqueue(
-        Reply(tool_calls=[Call("python", {"code": "import time\ntime.sleep(30)"})]),
+        Reply(tool_calls=[Call("python", {"code": code})]),
         Reply(text="after the interrupt"),
         Reply(text="never"),
     )
@@ -198,7 +200,13 @@ def test_kernel_interrupt_stops_the_turn_and_clears_the_queue(kernel, fake_opena
     execute(kernel, io, '%config Shiro.frontend = "widgets"\n%config Shiro.approval = "auto"')
     first, _ = execute(kernel, io, "%shiro sleep")
     execute(kernel, io, "%shiro queued")
-    time.sleep(1.0)  # the tool is sleeping on the kernel's main thread
+    # The signal must find the tool sleeping on the kernel's main thread, not the turn still on its way there
+    # (a fixed second was not enough on a loaded machine): wait for the file the tool touches first.
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline, "the tool never started"
+        time.sleep(0.05)
+    time.sleep(0.2)
     assert isinstance(kernel.parent, jupyter_client.KernelManager)
     kernel.parent.interrupt_kernel()  # SIGINT, as the Interrupt button sends it
     io.wait_for(
