@@ -9,8 +9,9 @@ longer stand-in.
 Each value is matched in every form a request carries it in (as it is, in a ``repr``, in JSON, in HTML:
 :func:`shiro_kernel.redact.escaped`), where it stands as a whole (a value that starts or ends with a letter or a
 digit is not matched inside a longer word: ``Ann`` is not masked in ``Annual``). All forms of all values are one
-Aho-Corasick automaton (pyahocorasick, imported on first use), built when values are added, so a request costs
-one pass whatever the number of values; where matches overlap, the leftmost, then the longest, is masked.
+Aho-Corasick automaton (``ahocorasick_rs``, the Rust crate's, imported on first use), built when values are added,
+so a request costs one pass whatever the number of values; every match is found (overlapping ones too), and where
+the matches that stand as a whole overlap, the leftmost, then the longest, is masked.
 
 The other way, :meth:`Mask.unmask` turns the stand-ins in what the model sends back into the real values — its
 text, for the views and the record, and its calls' arguments, so code that runs in the kernel means the real
@@ -53,6 +54,7 @@ class Mask:
         self._value: dict[str, str] = {}  # stand-in -> value
         self._lock = threading.Lock()
         self._automaton: Any = None  # rebuilt on the next mask after values were added
+        self._forms: list[str] = []  # the automaton's patterns' stand-ins, by the pattern's index
         self._stale = False
 
     def __len__(self) -> int:
@@ -84,16 +86,16 @@ class Mask:
     def _built(self) -> Any:
         with self._lock:
             if self._stale or self._automaton is None:
-                import ahocorasick
-
-                automaton = ahocorasick.Automaton()
+                tokens: dict[str, str] = {}  # each form -> its value's stand-in (the first value to have it)
                 for value, token in self._token.items():
                     for form in escaped(value):
-                        if form and not automaton.exists(form):
-                            automaton.add_word(form, (len(form), token))
-                if len(automaton):
-                    automaton.make_automaton()
-                    self._automaton = automaton
+                        if form:
+                            tokens.setdefault(form, token)
+                if tokens:
+                    import ahocorasick_rs
+
+                    self._automaton = ahocorasick_rs.AhoCorasick(list(tokens))
+                    self._forms = list(tokens.values())
                 else:
                     self._automaton = False
                 self._stale = False
@@ -106,11 +108,12 @@ class Mask:
         automaton = self._built()
         if not automaton:
             return text, 0
-        spans = []
-        for end, (length, token) in automaton.iter(text):
-            start = end - length + 1
-            if _whole(text, start, end + 1):
-                spans.append((start, end + 1, token))
+        forms = self._forms
+        spans = [
+            (start, end, forms[index])
+            for index, start, end in automaton.find_matches_as_indexes(text, overlapping=True)
+            if _whole(text, start, end)
+        ]
         if not spans:
             return text, 0
         spans.sort(key=lambda s: (s[0], -s[1]))

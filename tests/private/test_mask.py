@@ -32,6 +32,17 @@ def test_every_form_of_a_value_is_its_one_stand_in_and_only_where_it_stands_whol
     assert mask.unmask(out).startswith("alice@example.com | Annual Ann | O'Brien")
 
 
+def test_overlapping_values_the_longest_that_stands_whole_is_masked() -> None:
+    mask = Mask("key")
+    mask.add({"Ann": "name", "Ann Lee": "name", "Ann L": "name", "Lee": "name", "Lee Ann": "name"})
+    out, count = mask.mask("Ann Lee | Ann Leeds | Annual Lee | Lee Ann Lee")
+    # "Ann Lee" whole over "Ann"; in "Ann Leeds" the longer "Ann L" is not whole, so "Ann" is; then "Lee" alone;
+    # "Lee Ann" (leftmost) before the "Ann Lee" that overlaps it, and the last "Lee" on its own
+    tokens = [mask.token(v) for v in ("Ann Lee", "Ann", "Lee", "Lee Ann", "Lee")]
+    assert out == f"{tokens[0]} | {tokens[1]} Leeds | Annual {tokens[2]} | {tokens[3]} {tokens[4]}"
+    assert count == 5 and mask.unmask(out) == "Ann Lee | Ann Leeds | Annual Lee | Lee Ann Lee"
+
+
 def test_a_stand_in_is_keyed_by_the_session_and_stable_for_it() -> None:
     one, again, other = Mask("k1"), Mask("k1"), Mask("k2")
     for m in (one, again, other):
