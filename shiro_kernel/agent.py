@@ -41,13 +41,13 @@ from .provider.pricing import SpendLimit, price_of
 from .recorder import (
     CellSnapshot,
     EgressLedger,
-    ReplayRecord,
     SaveRecord,
     SideNotices,
     TightenOnce,
     history_notice,
 )
 from .rerun.check import NO_MODEL_IN_CHECK, check_saved
+from .rerun.record import ReplayRecord
 from .store import files
 from .store.assets import assets
 from .store.ids import uuid7

@@ -2,10 +2,9 @@
 :meth:`Agent.ask <shiro_kernel.agent.Agent.ask>` lists them — at :class:`~shiro_kernel.events.TurnEnd`, before the
 numbers check and the view see it, so the footer tells the truth:
 
-1. :class:`ReplayRecord` — the turn recorded for replay (:func:`~shiro_kernel.rerun.find.record_turn_end`: its
-   messages and cell in the session, its calls in the saved bundle, said by a
-   :class:`~shiro_kernel.events.Recorded` event) and counted as run in this kernel (a rerun of its cell here asks
-   the model);
+1. :class:`~shiro_kernel.rerun.record.ReplayRecord` — the turn recorded for replay (its messages and cell in the
+   session, its calls in the saved bundle, said by a :class:`~shiro_kernel.events.Recorded` event) and counted as
+   run in this kernel (a rerun of its cell here asks the model): the rerun wing's own, beside what reads it;
 2. :class:`SideNotices` — what was done on the side, said: the prompt history appended meanwhile (off the turn's
    path), an older SHIRO_HOME made private, an MCP server that died during the turn, steps the user took back;
 3. :class:`CellSnapshot` — the notebook's cells as the turn left them, for the next turn's "changed outside the
@@ -17,44 +16,15 @@ numbers check and the view see it, so the footer tells the truth:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .current import SAVE_FAILED
 from .errors import StoreError
-from .events import Event, Notice, Recorded, Sent, TurnEnd
-from .line import Line
-from .rerun.find import record_turn_end
+from .events import Event, Notice, Sent, TurnEnd
 from .session import Session
 from .store import files, private
-from .store.ids import uuid7
-from .tools import Tool
-
-
-@dataclass
-class ReplayRecord:
-    """Records the turn of ``session`` (made from ``line``) for replay when it ends, and adds it to ``ran``."""
-
-    session: Session
-    line: Line
-    tools: Mapping[str, Tool]
-    #: the ids of the turns run or replayed in this kernel (the agent's): this one is added
-    ran: set[str]
-    turn_id: str = field(default_factory=uuid7)
-
-    def __post_init__(self) -> None:
-        self.since = len(self.session.messages)  # the turn's own messages start here
-
-    def __call__(self, event: Event) -> list[Event] | None:
-        if not isinstance(event, TurnEnd):
-            return None
-        self.ran.add(self.turn_id)
-        line = self.line
-        fields = record_turn_end(
-            self.session, line.prompt, line.cell_id, line.ordinal, self.since, self.turn_id, self.tools
-        )
-        return [Recorded(fields), event] if fields is not None else None
 
 
 @dataclass
@@ -148,4 +118,4 @@ def history_notice(job: Future[bool]) -> list[Notice]:
     return []
 
 
-__all__ = ["CellSnapshot", "EgressLedger", "ReplayRecord", "SaveRecord", "SideNotices", "TightenOnce", "history_notice"]
+__all__ = ["CellSnapshot", "EgressLedger", "SaveRecord", "SideNotices", "TightenOnce", "history_notice"]

@@ -35,7 +35,7 @@ class Session:
     always_allowed: set[str] = field(default_factory=set)
     #: the notebook's cell fingerprint at the end of the last turn (``context.cell_changes.fingerprint``)
     cells: list[dict[str, Any]] | None = None
-    #: which messages each turn made, and in which cell (``rerun.find.TurnSpan`` as JSON): what a rerun of
+    #: which messages each turn made, and in which cell (``rerun.record.TurnSpan`` as JSON): what a rerun of
     #: the notebook replays without the model
     turns: list[dict[str, Any]] = field(default_factory=list)
     #: what each turn's requests took off the machine, and to which server (:mod:`shiro_kernel.egress`)

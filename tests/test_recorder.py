@@ -7,7 +7,8 @@ from __future__ import annotations
 from shiro_kernel.errors import StoreError
 from shiro_kernel.events import Event, Notice, Pipe, Recorded, TextDelta, TurnEnd, Usage
 from shiro_kernel.line import Line
-from shiro_kernel.recorder import CellSnapshot, ReplayRecord, SaveRecord, SideNotices
+from shiro_kernel.recorder import CellSnapshot, SaveRecord, SideNotices
+from shiro_kernel.rerun.record import ReplayRecord
 from shiro_kernel.session import Session
 from shiro_kernel.transcript import Message, TextPart
 

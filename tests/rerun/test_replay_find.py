@@ -6,7 +6,8 @@ from __future__ import annotations
 from replayutil import bundle, call, code_cell, notebook, result, turn, turn_output
 
 from shiro_kernel.line import prompt_of as line_prompt
-from shiro_kernel.rerun.find import TURNS_KEPT, TurnSpan, add_turn, find_turn, new_span, turns_of
+from shiro_kernel.rerun.find import find_turn
+from shiro_kernel.rerun.record import TURNS_KEPT, TurnSpan, add_turn, new_span, turns_of
 from shiro_kernel.rerun.sites import COMMAND, SETUP, TURN, Ordinals, notebook_sites, shiro_lines
 from shiro_kernel.transcript import Message, messages_to_json
 

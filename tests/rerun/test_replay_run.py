@@ -11,7 +11,7 @@ from nbformat.sign import NotebookNotary
 from replayutil import bundle, call, code_cell, notebook, result, shell, turn, turn_output, write
 
 from shiro_kernel.events import Notice, TextDelta, ToolEnd, ToolStart, TurnEnd
-from shiro_kernel.rerun.find import add_turn, new_span
+from shiro_kernel.rerun.record import add_turn, new_span
 from shiro_kernel.rerun.replay_cell import Refused, Replayed, replay_cell
 from shiro_kernel.rerun.replay_plan import plan_from_messages
 from shiro_kernel.rerun.replay_run import run_plan
