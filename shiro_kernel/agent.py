@@ -33,7 +33,7 @@ from .mcp.link import McpLink, McpSeams
 from .memory.session_memory import SessionMemory
 from .numbers.turn_check import LastAnswer
 from .numbers.verify import verifies
-from .plan import HEADLESS, Frontend, Ready, plan
+from .plan import Ready, plan
 from .private.kernel import PrivateValues
 from .private.schema_only import SCHEMA_ONLY
 from .provider.holder import ProviderHolder
@@ -55,6 +55,7 @@ from .store.paths import git_commit, home
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
+from .turn import HEADLESS, Frontend
 from .undo.kernel import Undo
 
 #: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on

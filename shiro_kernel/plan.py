@@ -1,13 +1,11 @@
 """A turn as a value, planned from what is ready and the parsed line.
 
-* :class:`Frontend` is what the view brings to a turn: where its events go, and the seams a view provides
-  (an approver that asks, a runner that runs a tool on the kernel's thread, an asker for a repository's MCP
-  servers). :data:`HEADLESS` is the blocking, buttonless one (nbclient, papermill, ``--wait``).
 * :class:`Ready` is what the side effects before a turn made ready, in one step
   (:meth:`shiro_kernel.agent.Agent.begin`): the session started or resumed, the notebook attached, the tools
   (a repository's MCP servers started), the instructions built, the provider.
-* :func:`plan` turns that and the line into a :class:`~shiro_kernel.turn.Turn`: a pure function — it reads, it
-  changes nothing, it starts nothing.
+* :func:`plan` turns that, the line and the view's :class:`~shiro_kernel.turn.Frontend` (whose seams the turn
+  holds as they are) into a :class:`~shiro_kernel.turn.Turn`: a pure function — it reads, it changes nothing, it
+  starts nothing.
 """
 
 from __future__ import annotations
@@ -17,41 +15,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .approval import Approver, headless_approver
 from .context.workspace import AnswerStep
+from .turn import Frontend, Turn, TurnOptions
 
 if TYPE_CHECKING:
     from .config import Shiro
     from .context.wire_copy import WireState
-    from .events import Event, Observer
+    from .events import Observer
     from .line import Line
-    from .mcp.consent import ConsentAsker
     from .numbers.verify import Verifier
     from .session import Session
     from .tools import Tool, ToolContext
-    from .turn import ProviderLike, Runner, Turn
+    from .turn import ProviderLike
     from .undo.checkpoints import Checkpointer
-
-
-def _ignore(event: Event) -> None:
-    return None
-
-
-@dataclass(frozen=True)
-class Frontend:
-    """How a turn reaches the user."""
-
-    on_event: Callable[[Event], None] = _ignore
-    #: no view can show buttons: calls that need approval are refused, saying how to allow them
-    headless: bool = True
-    approver: Approver = headless_approver
-    #: where a tool runs (None: on the turn's own thread)
-    runner: Runner | None = None
-    #: asks whether a repository's MCP server may start (None: such servers do not start)
-    consent: ConsentAsker | None = None
-
-
-HEADLESS = Frontend()
 
 
 @dataclass(frozen=True)
@@ -96,15 +72,10 @@ def plan(
 ) -> Turn:
     """The turn ``line`` asks for, from what is ready: its options from the settings and the view, its observers
     in the order given (each event goes through them so). Pure: nothing is read from disk, started or changed."""
-    from .turn import Turn, TurnOptions
-
     steps = ready.variant.get("max_steps") or config.max_steps
     options = TurnOptions(
         approval=config.approval,
         max_steps=int(steps),  # type: ignore[call-overload]
-        headless=front.headless,
-        approver=front.approver,
-        runner=front.runner,
         compact_threshold=config.compact_threshold,
         store=config.store,
         budget_usd=ready.budget_usd,
@@ -125,7 +96,8 @@ def plan(
         workspace=ready.workspace,
         answer_step=ready.answer_step,
         verifier=ready.verifier,
+        front=front,
     )
 
 
-__all__ = ["HEADLESS", "Frontend", "Ready", "plan"]
+__all__ = ["Ready", "plan"]

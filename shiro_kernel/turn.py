@@ -42,6 +42,7 @@ from .events import (
     BudgetReached,
     Done,
     Error,
+    Event,
     Notice,
     Observer,
     Pipe,
@@ -64,6 +65,7 @@ from .transcript import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from .undo.checkpoints import Checkpointer
 
 if TYPE_CHECKING:
+    from .mcp.consent import ConsentAsker
     from .provider.client import Resend
 
 
@@ -116,16 +118,36 @@ VERIFYING = "checking the answer: it gives what no output of this turn shows; th
 STEP_OUTPUT_CHARS = 100_000
 
 
+def _ignore(event: Event) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Frontend:
+    """How a turn reaches the user: where its events go, and the seams a view provides."""
+
+    on_event: Callable[[Event], None] = _ignore
+    #: no view can show buttons: calls that need approval are refused, saying how to allow them
+    headless: bool = True
+    #: asks the user about a call that needs approval
+    approver: Approver = headless_approver
+    #: where a tool runs (None: on the turn's own thread)
+    runner: Runner | None = None
+    #: asks whether a repository's MCP server may start (None: such servers do not start)
+    consent: ConsentAsker | None = None
+
+
+#: the blocking, buttonless front end (nbclient, papermill, ``--wait``)
+HEADLESS = Frontend()
+
+
 @dataclass(frozen=True)
 class TurnOptions:
-    """How a turn runs: its policies and limits, and the two seams a view provides (the approver, which
-    asks the user, and the runner, which runs a tool where it must run)."""
+    """What a turn decides by: its approval mode, limits and the provider's storage (the seams a view provides are
+    its :class:`Frontend`)."""
 
     approval: str = "ask"  # ask | auto | read-only
     max_steps: int = 50
-    headless: bool = True  # no frontend can show approval buttons
-    approver: Approver = headless_approver
-    runner: Runner | None = None  # None: run tools inline on this thread
     compact_threshold: int = DEFAULT_THRESHOLD  # estimated tokens; above it the wire copy is pruned
     store: bool = True  # False: no provider item ids go out (the provider's own setting also counts)
     #: the session's spend limit in USD (None: no limit, or the model is unpriced and it cannot be checked)
@@ -162,6 +184,8 @@ class Turn:
     answer_step: AnswerStep = field(default_factory=AnswerStep)
     #: checks an answer before it ends the turn (:mod:`~.numbers.verify`; None: the answer ends it)
     verifier: Verifier | None = None
+    #: the view's seams: whether it can ask, its approver, where tools run (its events go through ``observers``)
+    front: Frontend = HEADLESS
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
     # per-turn state: the one inline retry, the one headless notice
     _inlined: bool = field(default=False, init=False, repr=False)
@@ -405,13 +429,13 @@ class Turn:
             self._running = (call, started)
             if verdict in (DENY, UNANSWERED):
                 waited = self.ctx.approval_timeout_s if verdict == UNANSWERED else None
-                text = refusal(self.options.approval, self.options.headless, call.name, waited)
+                text = refusal(self.options.approval, self.front.headless, call.name, waited)
                 result = ToolResultPart(call.call_id, call.name, text, is_error=True, refused=True)
             else:
                 result = self._run_tool(call)
             self._running = None
             self.on_event(ToolEnd(call, result, time.perf_counter() - started))
-            if verdict == DENY and self.options.headless and self.options.approval == "ask" and not self._told_headless:
+            if verdict == DENY and self.front.headless and self.options.approval == "ask" and not self._told_headless:
                 self._told_headless = True  # once per turn: how to let such calls run here
                 self.on_event(Notice(HEADLESS_NOTICE, kind="warning"))
             results.append(result)
@@ -442,7 +466,7 @@ class Turn:
         if verdict != ASK:
             return verdict
         assert tool is not None  # decide() asks only about a known tool
-        verdict = self.options.approver(call, tool)
+        verdict = self.front.approver(call, tool)
         if verdict == ALWAYS:
             self.session.always_allowed.add(call.name)
             return APPROVE
@@ -466,7 +490,7 @@ class Turn:
                 done()  # what it left, for undo to tell the user's later changes from its own
 
         on_kernel = tool is None or tool.kernel_thread
-        return self.options.runner(job) if self.options.runner and on_kernel else job()
+        return self.front.runner(job) if self.front.runner and on_kernel else job()
 
 
 def _cap_step(results: list[ToolResultPart]) -> None:

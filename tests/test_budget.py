@@ -9,12 +9,11 @@ from kernelutil import outputs_text, run_notebook
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import BudgetReached, BudgetUnchecked, Notice, TurnEnd, Usage
-from shiro_kernel.plan import Frontend
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
-from shiro_kernel.turn import Turn, TurnOptions
+from shiro_kernel.turn import Frontend, Turn, TurnOptions
 from shiro_kernel.ui.money import budget_message
 from shiro_kernel.ui.render import TurnLog
 from shiro_kernel.ui.text_view import turn_details

@@ -12,10 +12,11 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.context.wire_copy import WireState
 from shiro_kernel.events import Sent, ToolEnd, TurnEnd
 from shiro_kernel.line import Line
-from shiro_kernel.plan import HEADLESS, Frontend, Ready, plan
+from shiro_kernel.plan import Ready, plan
 from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
+from shiro_kernel.turn import HEADLESS, Frontend
 
 
 def test_a_turn_planned_from_what_is_ready_runs_without_a_shell(fake_openai, tmp_path) -> None:
@@ -35,7 +36,7 @@ def test_a_turn_planned_from_what_is_ready_runs_without_a_shell(fake_openai, tmp
     config = Shiro(approval="auto")
     events: list = []
     turn = plan(ready, Line(prompt="add"), HEADLESS, config, [events.append], threading.Event())
-    assert turn.options.max_steps == 3 and turn.options.approval == "auto" and turn.options.headless
+    assert turn.options.max_steps == 3 and turn.options.approval == "auto" and turn.front is HEADLESS
     assert turn.session is session and turn.system == "You are a test." and turn.tools == dict(TOOLS)
     fake_openai.enqueue(Reply(tool_calls=[Call("add", {"a": 2, "b": 3})]), Reply(text="5"))
     end = turn.run("add 2 and 3")
@@ -44,5 +45,6 @@ def test_a_turn_planned_from_what_is_ready_runs_without_a_shell(fake_openai, tmp
     assert [e.request.bytes for e in events if isinstance(e, Sent)] == [len(r.raw) for r in fake_openai.requests]
     assert session.messages[-1].parts[0].text == "5"
     # the view decides what is asked: a front with buttons is not headless, and plan changes nothing of what is ready
-    assert not plan(ready, Line(prompt="x"), Frontend(headless=False), config, [], threading.Event()).options.headless
+    front = Frontend(headless=False, approver=lambda c, t: "approve")
+    assert plan(ready, Line(prompt="x"), front, config, [], threading.Event()).front is front  # held, not copied
     assert ready.session is session and len(session.messages) == 4

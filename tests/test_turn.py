@@ -19,7 +19,7 @@ from shiro_kernel.session import Session
 from shiro_kernel.tools import Effect, Tool, ToolContext
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import ToolCallPart, ToolResultPart
-from shiro_kernel.turn import Turn, TurnOptions
+from shiro_kernel.turn import Frontend, Turn, TurnOptions
 
 
 @pytest.fixture
@@ -176,7 +176,7 @@ def test_approval_policies(env, tmp_path, approval, verdict, expected):
         return verdict
 
     env.enqueue(Reply(tool_calls=[Call("write", {"x": "1"}), Call("add", {"a": 1, "b": 1})]), Reply(text="ok"))
-    turn = make_turn(env, tmp_path, options=TurnOptions(approval=approval, approver=approver))
+    turn = make_turn(env, tmp_path, options=TurnOptions(approval=approval), front=Frontend(approver=approver))
     turn.run("write it")
     results = turn.session.messages[2].tool_results()
     assert results[0].output.startswith(expected)
@@ -187,12 +187,20 @@ def test_approval_policies(env, tmp_path, approval, verdict, expected):
 def test_always_this_session_and_pending_approval(env, tmp_path):
     session = Session()
     env.enqueue(Reply(tool_calls=[Call("write", {"x": "a"})]))
-    turn = make_turn(env, tmp_path, session=session, options=TurnOptions(approval="ask", approver=lambda c, t: LATER))
+    turn = make_turn(
+        env, tmp_path, session=session, options=TurnOptions(approval="ask"), front=Frontend(approver=lambda c, t: LATER)
+    )
     assert turn.run("write").reason == "waiting"
     assert [c.name for c in pending_calls(session.messages)] == ["write"]  # a call without its result
     # the next turn asks again first; "always" answers it and the rest of the session
     env.enqueue(Reply(text="written, thanks"), Reply(tool_calls=[Call("write", {"x": "b"})]), Reply(text="again"))
-    turn = make_turn(env, tmp_path, session=session, options=TurnOptions(approval="ask", approver=lambda c, t: ALWAYS))
+    turn = make_turn(
+        env,
+        tmp_path,
+        session=session,
+        options=TurnOptions(approval="ask"),
+        front=Frontend(approver=lambda c, t: ALWAYS),
+    )
     assert turn.run(None).reason == "answered"
     assert session.messages[2].tool_results()[0].output == "written"
     asked = []
@@ -200,7 +208,8 @@ def test_always_this_session_and_pending_approval(env, tmp_path):
         env,
         tmp_path,
         session=session,
-        options=TurnOptions(approval="ask", approver=lambda c, t: asked.append(1) or DENY),
+        options=TurnOptions(approval="ask"),
+        front=Frontend(approver=lambda c, t: asked.append(1) or DENY),
     )
     turn.run("once more")
     assert asked == [] and session.messages[-2].tool_results()[0].output == "written"

@@ -19,9 +19,8 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.context.limits import WIRE_ARGUMENT_CHARS
 from shiro_kernel.events import Notice, TurnEnd
 from shiro_kernel.memory.notes import NoteStore
-from shiro_kernel.plan import Frontend
 from shiro_kernel.tools import ToolContext, all_tools
-from shiro_kernel.turn import STEP_OUTPUT_CHARS, TurnOptions
+from shiro_kernel.turn import STEP_OUTPUT_CHARS, Frontend, TurnOptions
 from shiro_kernel.ui.text_view import time_limit
 from shiro_kernel.ui.widgets import TurnView
 

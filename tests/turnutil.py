@@ -10,7 +10,7 @@ from shiro_kernel.provider.client import Provider, ProviderSettings
 from shiro_kernel.session import Session
 from shiro_kernel.tools import Effect, Tool, ToolContext, ToolError, Touches
 from shiro_kernel.tools.base import schema
-from shiro_kernel.turn import Turn, TurnOptions
+from shiro_kernel.turn import HEADLESS, Frontend, Turn, TurnOptions
 
 KEY = "sk-test-THISKEYMUSTNEVERLEAK-1234567890"
 
@@ -57,6 +57,7 @@ def make_turn(
     store: bool = True,
     model: str = "gpt-4o-mini",
     options: TurnOptions | None = None,
+    front: Frontend = HEADLESS,
     session: Session | None = None,
     events: list[Any] | None = None,
     max_retries: int = 2,
@@ -84,4 +85,5 @@ def make_turn(
         "You are a test.",
         options or TurnOptions(approval="auto"),
         observers=[log.append],
+        front=front,
     )

@@ -39,7 +39,7 @@ from ..approval import LATER, UNANSWERED, UNANSWERED_NOTICE
 from ..errors import ShiroError
 from ..events import Event, Notice, TurnEnd, Usage
 from ..line import Line
-from ..plan import Frontend
+from ..turn import Frontend
 from . import kernel
 from .asking import ask_user
 from .call_preview import preview

@@ -140,7 +140,7 @@ def time_limit(seconds: float | None) -> Iterator[None]:
 def run_blocking(agent: Agent, line: Line, *, live: bool, limit_s: float | None = None) -> TurnEnd:
     """One turn on this thread, drawn by a :class:`TextView` (``live``: redraw while streaming), stopped
     after ``limit_s`` seconds."""
-    from ..plan import Frontend
+    from ..turn import Frontend
 
     view = TextView(live=live, details=lambda: turn_details(agent))
     with time_limit(limit_s):

@@ -13,10 +13,10 @@ from kernelutil import outputs_text, run_notebook, state_of
 from shiro_kernel.agent import Agent
 from shiro_kernel.config import Shiro
 from shiro_kernel.context import restart
-from shiro_kernel.plan import Frontend
 from shiro_kernel.session import Session
 from shiro_kernel.store.sessions import SessionStore
 from shiro_kernel.transcript import Message, ToolCallPart, ToolResultPart
+from shiro_kernel.turn import Frontend
 from shiro_kernel.ui.session_text import started
 
 KEY = "sk-test-restart-0000"

@@ -24,7 +24,7 @@ from shiro_kernel.agent import Agent
 from shiro_kernel.commands import run as command
 from shiro_kernel.config import Shiro
 from shiro_kernel.events import Event, Notice, ToolEnd, ToolProgress
-from shiro_kernel.plan import Frontend
+from shiro_kernel.turn import Frontend
 from shiro_kernel.ui.render import ToolRow, TurnLog, entry_html
 
 SECRET = "tok-AGENT-SECRET-5521"

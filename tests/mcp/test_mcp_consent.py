@@ -24,7 +24,7 @@ from shiro_kernel.config import Shiro
 from shiro_kernel.events import Event, Notice, ToolEnd
 from shiro_kernel.mcp.config import load_config, parse_server
 from shiro_kernel.mcp.consent import ALLOW, ALLOWED, CHANGED, DENY, NEW, ConsentRequest, ConsentStore
-from shiro_kernel.plan import Frontend
+from shiro_kernel.turn import Frontend
 
 
 def marking_server(marker: Path, *extra: str) -> dict[str, Any]:

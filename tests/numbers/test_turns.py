@@ -141,7 +141,7 @@ def test_inspects_dataframe_and_a_displayed_table_are_sources(shell, fake_openai
 
 def test_the_agent_sends_numbers_checked_just_before_the_turn_end(shell, fake_openai):
     from shiro_kernel.events import NumbersChecked, Recorded, TurnEnd
-    from shiro_kernel.plan import Frontend
+    from shiro_kernel.turn import Frontend
 
     events: list[Any] = []
     growth_turn(fake_openai)

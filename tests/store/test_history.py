@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from shiro_kernel.plan import Frontend
 from shiro_kernel.store.history import LIMIT, PromptHistory, format_history, history_path
 from shiro_kernel.store.paths import home, project_slug
+from shiro_kernel.turn import Frontend
 
 
 def test_path_is_per_project(tmp_path: Path) -> None:

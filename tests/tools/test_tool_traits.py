@@ -32,7 +32,7 @@ from shiro_kernel.store.writeahead import STOPPED_WHILE_RUNNING, WriteAhead, cha
 from shiro_kernel.tools import Effect, Tool, all_tools
 from shiro_kernel.tools.base import schema
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn import TurnOptions
+from shiro_kernel.turn import Frontend, TurnOptions
 
 #: the file a newcomer writes: one tool of each effect, and nothing else anywhere
 NEW_TOOL_FILE = '''"""Tools a test drops into the package: one of each effect."""
@@ -189,7 +189,7 @@ def test_a_turn_asks_and_refuses_as_the_effects_say_and_refused_is_saved(new_too
         Reply(tool_calls=[Call(n, {"after": 0, "source": "x"} if n == "zz_review" else {}) for n in NEW])
     )
     fake_openai.enqueue(Reply(text="done"))
-    t = make_turn(fake_openai, tmp_path, options=TurnOptions(approval=policy, approver=approver))
+    t = make_turn(fake_openai, tmp_path, options=TurnOptions(approval=policy), front=Frontend(approver=approver))
     t.tools = all_tools()
     t.run("do it all")
     assert asked == ([n for n in NEW if n in ASKED] if policy == "ask" else [])
