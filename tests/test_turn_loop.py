@@ -16,10 +16,11 @@ from shiro_kernel.events import Error, Notice, Sent, StepStart, TextDelta, ToolS
 from shiro_kernel.session import Session
 from shiro_kernel.tools import ToolContext
 from shiro_kernel.transcript import Message, TextPart, ToolCallPart, ToolResultPart
-from shiro_kernel.turn import Turn, TurnOptions
+from shiro_kernel.turn import Frontend, Turn, TurnOptions
 
 
 def turn(model: FakeModel, tmp_path, events: list, **options) -> Turn:
+    seams = {k: options.pop(k) for k in ("headless", "approver", "runner") if k in options}  # the view's
     return Turn(
         Session(),
         model,
@@ -28,6 +29,7 @@ def turn(model: FakeModel, tmp_path, events: list, **options) -> Turn:
         "You are a test.",
         TurnOptions(**{"approval": "auto", **options}),
         observers=[events.append],
+        front=Frontend(**seams),
     )
 
 
