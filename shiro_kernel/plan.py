@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .context.workspace import AnswerStep
-from .turn import Frontend, Turn, TurnOptions
+from .turn import Frontend, ProviderLike, Turn, TurnOptions
 
 if TYPE_CHECKING:
     from .config import Shiro
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from .numbers.verify import Verifier
     from .session import Session
     from .tools import Tool, ToolContext
-    from .turn import ProviderLike
     from .undo.checkpoints import Checkpointer
 
 

@@ -54,7 +54,7 @@ class Mask:
         self._value: dict[str, str] = {}  # stand-in -> value
         self._lock = threading.Lock()
         self._automaton: Any = None  # rebuilt on the next mask after values were added
-        self._forms: list[str] = []  # the automaton's patterns' stand-ins, by the pattern's index
+        self._stand_ins: list[str] = []  # the stand-in of each of the automaton's patterns, by its index
         self._stale = False
 
     def __len__(self) -> int:
@@ -95,7 +95,7 @@ class Mask:
                     import ahocorasick_rs
 
                     self._automaton = ahocorasick_rs.AhoCorasick(list(tokens))
-                    self._forms = list(tokens.values())
+                    self._stand_ins = list(tokens.values())
                 else:
                     self._automaton = False
                 self._stale = False
@@ -108,9 +108,9 @@ class Mask:
         automaton = self._built()
         if not automaton:
             return text, 0
-        forms = self._forms
+        stand_ins = self._stand_ins
         spans = [
-            (start, end, forms[index])
+            (start, end, stand_ins[index])
             for index, start, end in automaton.find_matches_as_indexes(text, overlapping=True)
             if _whole(text, start, end)
         ]
