@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .context import restart, rules
+from .context import cell_changes, restart, rules
+from .context.prompt import step_state
 from .context.wire_copy import WireState
 from .errors import CorruptFile, RequestError, StoreError
 from .session import Session
@@ -167,6 +168,18 @@ class Current:
         ns = self._namespace()
         return [n for n in self.lost if ns is not None and n not in ns]
 
+    def step_state(self, notebook: Path | None, *, values: bool, notes: tuple[str, ...]) -> Callable[[], str]:
+        """What changes during the session, for this turn's steps (:func:`~.context.prompt.step_state`): the task
+        list; the variables a kernel restart lost (the first turn after a resume); the cells edited or run outside
+        the agent since its last turn (``values``: their outputs' values may be told); then ``notes``, fixed for
+        the turn (the last answer's numbers no output had, the steps the user took back)."""
+        tell_lost, self.tell_lost = self.tell_lost, False
+        before = self.session.cells
+        changed = (
+            "" if before is None else cell_changes.block(before, cell_changes.fingerprint(notebook), values=values)
+        )
+        return step_state(self.session.tasks, self.lost_now if tell_lost else None, changed, *notes)
+
     def save_now(self) -> str | None:
         """Write the record now; the note to show when it was saved under a new id (another kernel changed
         it, or it is read-only) or the index has not been writable for a while, else None. Raises
@@ -176,8 +189,6 @@ class Current:
 
     def snapshot_cells(self, notebook: Path | None) -> None:
         """Keep the notebook's cell fingerprint with the session (the next turn compares against it)."""
-        from .context import cell_changes
-
         rows = cell_changes.fingerprint(notebook)
         if rows is not None and rows != self.session.cells:
             self.session.cells = rows

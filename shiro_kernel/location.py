@@ -14,6 +14,7 @@ from typing import Any
 from .notebook import LiveNotebook, live_notebook
 from .store.history import PromptHistory
 from .store.paths import notebook_path, project_root
+from .tools.base import ToolContext
 
 
 class Location:
@@ -62,6 +63,11 @@ class Location:
     def live(self) -> LiveNotebook | None:
         """The front end's live document, where a Jupyter kernel has one (:mod:`shiro_kernel.notebook`)."""
         return live_notebook(self.shell)
+
+    def tool_context(self, **more: Any) -> ToolContext:
+        """What a tool may touch here: the project (file tools are confined to it), the kernel and the notebook's
+        file; ``more``, what the caller gives besides (the turn's task list, memory stores, settings, Stop)."""
+        return ToolContext(root=self.root, shell=self.shell, notebook_path=self.notebook, **more)
 
     def attach(self, cell_id: str | None) -> None:
         """The turn's cell (``propose_cell`` inserts below it); a channel no front end answered is opened again

@@ -160,8 +160,8 @@ class TurnOptions:
 class Turn:
     """One turn, as a value: the session it adds to, the provider and tools it calls, the instructions it sends
     (the same bytes for every step and turn of a session), its options, and its observers — every event goes
-    through them in this order (:class:`~shiro_kernel.events.Pipe`). Built by
-    :func:`shiro_kernel.plan.plan`; :meth:`run` runs it once."""
+    through them in this order (:class:`~shiro_kernel.events.Pipe`). A kernel's is built by
+    :meth:`shiro_kernel.agent.Agent.begin` from what its side effects made ready; :meth:`run` runs it once."""
 
     session: Session
     provider: ProviderLike
@@ -186,6 +186,8 @@ class Turn:
     verifier: Verifier | None = None
     #: the view's seams: whether it can ask, its approver, where tools run (its events go through ``observers``)
     front: Frontend = HEADLESS
+    #: the turn's id: its record for replay, its undo checkpoints and its egress ledger share it
+    turn_id: str = ""
     usage: Usage = field(default_factory=lambda: Usage(0, 0, None))
     # per-turn state: the one inline retry, the one headless notice
     _inlined: bool = field(default=False, init=False, repr=False)

@@ -1,5 +1,5 @@
 """The one map of the code (docs/architecture.md) stays true: every path it names exists, and every dotted name
-(``plan.Ready``, ``client.Provider.stream``, ``ui/render.TurnLog.feed``) is a module's attribute or a class's."""
+(``turn.TurnOptions``, ``client.Provider.stream``, ``ui/render.TurnLog.feed``) is a module's attribute or a class's."""
 
 from __future__ import annotations
 

@@ -22,12 +22,13 @@ from datetime import date
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptFile
+from ..events import Notice
 from . import restart
 from .instructions import read_instructions
 
 if TYPE_CHECKING:
     from ..tasks import TaskList
-    from ..tools.base import ToolContext
+    from ..tools.base import Tool, ToolContext
 
 BASE = """You are shiro, an agent working inside a Jupyter notebook next to a data scientist.
 You can see and change the live kernel: run Python in the user's namespace with `python`, look at \
@@ -169,18 +170,46 @@ class Kept:
     #: the session the "memory: N notes" line was said for (once per session start)
     greeted: str | None = None
 
-    def get(self, key: tuple[object, ...], session_id: str, build: Callable[[], Built]) -> tuple[str, list[str], str]:
-        """The instructions for ``key``, and what to say as they are built: the warnings, and the seed's boot
-        line for the session ('' when kept, or said already)."""
+    def instructions(
+        self,
+        ctx: ToolContext,
+        session_id: str,
+        *,
+        model: str,
+        memory: tuple[object, ...],
+        approval: str,
+        tools: Iterable[Tool],
+        variant: str,
+        variant_prompt: str,
+        lean: bool,
+    ) -> tuple[str, list[Notice]]:
+        """The session's instructions (:func:`session_instructions`), built when what they hold changed (the
+        session, the variant, the approval mode, the project, the notebook, the model, ``memory``: on or off and
+        what is muted, a lean request) and kept otherwise; and what to say as they are built: the warnings
+        (AGENTS.md cut or left out, notes unreadable) and the seed's boot line, once a session start."""
+        key = (
+            session_id,
+            variant,
+            variant_prompt,
+            approval,
+            str(ctx.root),
+            str(ctx.notebook_path),
+            model,
+            memory,
+            lean,
+        )
         if self.key == key:
-            return self.text, [], ""
-        built = build()
-        greeting = ""
+            return self.text, []
+        asking = [t.name for t in tools if t.needs_approval and (not lean or t.lean)]
+        built = session_instructions(
+            ctx, approval=approval, asking=asking, variant=variant, variant_prompt=variant_prompt, lean=lean
+        )
+        said = [Notice(warning, kind="warning") for warning in built.warnings]
         if built.notes and self.greeted != session_id:
             self.greeted = session_id
-            greeting = f"memory: {built.notes} notes about this project"  # the seed's words, plural always
+            said.append(Notice(f"memory: {built.notes} notes about this project"))  # the seed's words, plural always
         self.key, self.text = key, built.text
-        return built.text, list(built.warnings), greeting
+        return built.text, said
 
 
 def step_state(tasks: TaskList, lost: Callable[[], list[str]] | None, *blocks: str) -> Callable[[], str]:

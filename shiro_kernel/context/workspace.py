@@ -343,8 +343,8 @@ def _is_data(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class DataSteps:
-    """What a turn is told of the data it can work on, and how its answer is checked (:class:`~shiro_kernel.plan.
-    Ready`'s ``workspace``, ``answer_step`` and ``verifier``)."""
+    """What a turn is told of the data it can work on, and how its answer is checked (the
+    :class:`~shiro_kernel.turn.Turn`'s ``workspace``, ``answer_step`` and ``verifier``)."""
 
     told: str
     answer_step: AnswerStep

@@ -3,8 +3,9 @@ session), the named memories muted (``Shiro.mute``, ``--mute``), and the project
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ..store.paths import git_commit
 from .named import MemoryStore, normalize_mute_list
 from .notes import NoteStore
 
@@ -48,9 +49,25 @@ class SessionMemory:
     def memories(self, model: str | None = None) -> MemoryStore:
         return MemoryStore.for_project(self.location.root, model or self.config.model, self.muted)
 
-    def in_use(self, model: str | None = None) -> MemoryStore | None:
-        """The named memories, or None while memory is off."""
-        return self.memories(model) if self.enabled() else None
+    def in_use(self, model: str | None = None, provenance: dict[str, Any] | None = None) -> MemoryStore | None:
+        """The named memories, or None while memory is off; what they write says where it came from
+        (``provenance``, :meth:`provenance`)."""
+        if not self.enabled():
+            return None
+        memories = self.memories(model)
+        if provenance is not None:
+            memories.provenance = provenance
+        return memories
+
+    def provenance(self, session_id: str) -> dict[str, Any]:
+        """Where a note or memory written now comes from: the session, the notebook, its cell, the git commit."""
+        notebook = self.location.notebook
+        return {
+            "sessionId": session_id,
+            "notebook": str(notebook) if notebook else None,
+            "cell": getattr(self.location.shell, "execution_count", None),
+            "gitCommit": git_commit(self.location.root),
+        }
 
 
 __all__ = ["MEMORY_OFF", "MEMORY_ON", "SessionMemory"]
