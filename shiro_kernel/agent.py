@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import Shiro, agent_variant
 from .context import restart, workspace
@@ -28,7 +28,7 @@ from .context.offer import Offer, lean_for, with_loader
 from .context.prompt import Kept
 from .current import Current
 from .errors import RequestError
-from .events import Notice, Observer, TurnEnd
+from .events import Event, Notice, Observer, TurnEnd
 from .line import Line
 from .location import Location
 from .mcp.link import McpLink, McpSeams
@@ -58,6 +58,9 @@ from .store.writeahead import WriteAhead, changes_something
 from .tools import Tool, ToolContext, all_tools
 from .turn import HEADLESS, Frontend, Turn, TurnOptions
 from .undo.kernel import Undo
+
+if TYPE_CHECKING:
+    from .provider.client import Provider
 
 #: ``/undo`` while a turn runs: the steps it takes back may be the ones the turn builds on
 UNDO_WHILE_TURNING = "not undone: a turn is running; take steps back once it has ended (Stop ends it now)"
@@ -166,10 +169,7 @@ class Agent:
         model = current.session.model = line.model or self.config.model
         self.location.attach(line.cell_id)
         context = self._tool_context(model)
-        effort = spec.get("reasoning_effort")
-        provider = self.providers.get(model, str(effort) if effort else None)
-        provider.images = assets().data_url if self.config.vision is not False else None  # as its profile allows
-        provider.private = partial(self.private.mask_for, current.session)
+        provider = self._provider(model, spec)
         values = provider.settings.values != SCHEMA_ONLY  # the policy's ``values: schema-only``: none leave
         tools = {**self.tools, **self.mcp.tools_for_turn(context.root, emit, self.abort, front.consent)}
         lean = lean_for(str(self.config.request), provider.profile.local, price_of(model) is not None)
@@ -208,21 +208,14 @@ class Agent:
                 self.undo.journal.note(),  # steps the user took back since the model last heard: told all turn
             ),
         )
-        options = TurnOptions(  # what the turn decides by
-            approval=self.config.approval,
-            max_steps=int(spec.get("max_steps") or self.config.max_steps),  # type: ignore[call-overload]
-            compact_threshold=self.config.compact_threshold,
-            store=self.config.store,
-            budget_usd=self.spend.for_model(model, emit),
-            checkpoint=self.undo.checkpointer(turn_id := uuid7()),
-        )
+        turn_id = uuid7()
         return Turn(
             current.session,
             provider,
             offered,
             context,
             system,
-            options,
+            self._options(spec, model, turn_id, emit),
             abort=self.abort,
             state=state,
             wire=current.wire,
@@ -232,6 +225,30 @@ class Agent:
             verifier=data.verifier,
             front=front,
             turn_id=turn_id,
+        )
+
+    def _provider(self, model: str, spec: Mapping[str, object]) -> Provider:
+        """The provider for the turn's settings (the same while they stay), sending the images its profile allows
+        and the session's private values masked (:mod:`~shiro_kernel.private`)."""
+        effort = spec.get("reasoning_effort")
+        provider = self.providers.get(model, str(effort) if effort else None)
+        provider.images = assets().data_url if self.config.vision is not False else None
+        provider.private = partial(self.private.mask_for, self.current.session)
+        return provider
+
+    def _options(
+        self, spec: Mapping[str, object], model: str, turn_id: str, emit: Callable[[Event], None]
+    ) -> TurnOptions:
+        """What the turn decides by: the approval mode, the variant's step limit (else ``Shiro.max_steps``), the
+        pruning threshold, the provider's storage, the session's spend limit where it can be checked (said once
+        where it cannot), undo's checkpoints under the turn's id."""
+        return TurnOptions(
+            approval=self.config.approval,
+            max_steps=int(spec.get("max_steps") or self.config.max_steps),  # type: ignore[call-overload]
+            compact_threshold=self.config.compact_threshold,
+            store=self.config.store,
+            budget_usd=self.spend.for_model(model, emit),
+            checkpoint=self.undo.checkpointer(turn_id),
         )
 
     def _tool_context(self, model: str) -> ToolContext:
