@@ -144,6 +144,9 @@ class ToolResultPart:
     #: what the call displayed (MIME bundles: figures, DataFrame HTML, ...) for the user's view of the turn;
     #: never saved with the session (the notebook's output keeps it) and never sent to the model
     displays: list[dict[str, Any]] = field(default_factory=list, compare=False, repr=False)
+    #: the code the call ran raised (its output ends with the traceback): a result, not a failed call — what it
+    #: printed before stands — but nothing it was to compute was; for the turn's next step only, never saved
+    raised: bool = field(default=False, compare=False, repr=False)
 
 
 Part = TextPart | ReasoningPart | ToolCallPart | ToolResultPart

@@ -118,6 +118,18 @@ VERIFYING = "checking the answer: it gives what no output of this turn shows; th
 STEP_OUTPUT_CHARS = 100_000
 
 
+def _raised_before(history: list[Message]) -> bool:
+    """Whether, before the last step, the code of every call of a step of this turn (since the last user message)
+    raised."""
+    for message in reversed(history[:-1]):
+        if message.role == "user":
+            return False
+        results = message.tool_results()
+        if results and all(r.raised for r in results):
+            return True
+    return False
+
+
 def _ignore(event: Event) -> None:
     return None
 
@@ -394,7 +406,7 @@ class Turn:
         blocks = (
             self.workspace if not self._called else "",
             self.state(),
-            self.answer_step.after(history[-1].tool_results()) if after_output else "",
+            self.answer_step.after(history[-1].tool_results(), _raised_before(history)) if after_output else "",
             self._note,
         )
         return "\n\n".join(b for b in blocks if b)

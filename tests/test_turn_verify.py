@@ -3,15 +3,19 @@ workspace block told until the turn's first call: the turn loop against the in-m
 
 from __future__ import annotations
 
+import json
+
 from fakemodel import FakeModel
 from fakeopenai import Call, Reply
 from turnutil import TOOLS
 
-from shiro_kernel.context.workspace import NOT_RUN, AnswerStep
+from shiro_kernel.context.workspace import FAILED, NOT_RUN, RETRY, AnswerStep, answer_step
 from shiro_kernel.events import Notice
 from shiro_kernel.numbers.verify import Verifier
 from shiro_kernel.session import Session
-from shiro_kernel.tools import ToolContext
+from shiro_kernel.tools import ToolContext, all_tools
+from shiro_kernel.tools.python_tool import run_python
+from shiro_kernel.transcript import Message, ToolResultPart
 from shiro_kernel.turn import VERIFYING, Turn, TurnOptions
 
 
@@ -157,3 +161,46 @@ def test_the_note_names_each_number_once_in_plain_grammar():
     many = note("The mean is 16884.924 and the median 9382.033.")
     assert "gives 16884.924 and 9382.033, which" in many
     assert "Compute them with" in many and "if they cannot be computed, say plainly that they were not computed" in many
+
+
+def _python_turn(model: FakeModel, tmp_path, shell) -> Turn:
+    python = {"python": all_tools()["python"]}
+    ctx = ToolContext(root=tmp_path, shell=shell)
+    options = TurnOptions(approval="auto")
+    return Turn(Session(), model, python, ctx, "You are a test.", options, answer_step=answer_step(["`sales.csv`"]))
+
+
+def test_after_code_that_raised_the_step_asks_for_a_fix_once_then_for_no_made_up_value(tmp_path, plain_shell):
+    """Told "answer now, from what the code printed" after a traceback, the 1.5B made a value up (``@0``, ``None``);
+    the first time a step's code raises it is asked to fix it or say it cannot, after that to say it failed."""
+    steps = answer_step(["`sales.csv`"])
+    model = FakeModel().enqueue(
+        Reply(tool_calls=[Call("python", {"code": "print('loaded')\nsales['avg. wait time']"})]),  # NameError
+        Reply(tool_calls=[Call("python", {"code": "1 / 0"})]),
+        Reply(text="The code failed, so nothing was computed."),
+    )
+    _python_turn(model, tmp_path, plain_shell).run("how many outliers are there?")
+    states = [request.state for request in model.history]
+    assert RETRY in states[1] and steps.ran not in states[1] and FAILED not in states[1]
+    assert FAILED in states[2] and RETRY not in states[2]
+
+
+def test_code_that_runs_after_one_that_raised_is_answered_from(tmp_path, plain_shell):
+    steps = answer_step(["`sales.csv`"])
+    model = FakeModel().enqueue(
+        Reply(tool_calls=[Call("python", {"code": "import no_such_module_here"})]),
+        Reply(tool_calls=[Call("python", {"code": "print(2 + 3)"})]),
+        Reply(text="5"),
+    )
+    _python_turn(model, tmp_path, plain_shell).run("what is it?")
+    states = [request.state for request in model.history]
+    assert RETRY in states[1] and steps.ran in states[2] and FAILED not in states[2]
+    assert AnswerStep("ran").after([]) == "ran"  # no results: nothing raised
+
+
+def test_the_python_tool_says_whether_its_code_raised_and_the_record_does_not_keep_it(plain_shell):
+    assert run_python(plain_shell, "print(1)").raised is False
+    assert run_python(plain_shell, "print(1)\n1 / 0").raised is True  # printed something first: still raised
+    assert run_python(plain_shell, "def (").raised is True  # a SyntaxError
+    part = ToolResultPart("c1", "python", "Traceback ...", raised=True)
+    assert "raised" not in json.dumps(Message("tool", [part]).to_json())

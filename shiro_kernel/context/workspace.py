@@ -270,14 +270,22 @@ def first_step(named: list[str], code_blocks: bool = False) -> str:
 @dataclass(frozen=True)
 class AnswerStep:
     """What a lean request is told the step after its calls' results (:func:`answer_step`): ``ran``, after an output;
-    ``refused``, when every call of the step was refused (not approved: nothing ran, nothing was printed)."""
+    ``refused``, when every call of the step was refused (not approved: nothing ran, nothing was printed); when the
+    code of every call raised, ``retry`` the first time in a turn and ``failed`` after (``ran`` where they are '')."""
 
     ran: str = ""
     refused: str = ""
+    retry: str = ""
+    failed: str = ""
 
-    def after(self, results: list[ToolResultPart]) -> str:
-        """The step to tell after ``results`` (the last tool message's)."""
-        return self.refused if results and all(r.refused for r in results) else self.ran
+    def after(self, results: list[ToolResultPart], raised_before: bool = False) -> str:
+        """The step to tell after ``results`` (the last tool message's); ``raised_before``: an earlier step of the
+        turn's code raised too."""
+        if results and all(r.refused for r in results):
+            return self.refused
+        if results and all(r.raised for r in results):
+            return (self.failed if raised_before else self.retry) or self.ran
+        return self.ran
 
 
 #: the step after a refusal: the newcomer's headless turn ("Which region had the highest total revenue?", approval
@@ -285,6 +293,18 @@ class AnswerStep:
 #: from nothing (the data says west)
 NOT_RUN = (
     "The code was not run: it was not approved. Say so in one sentence, and give no value or answer that was not "
+    "computed."
+)
+
+
+#: the step after code that raised, the first time in a turn: a model that can fix it does; one that cannot says so
+RETRY = (
+    "The code failed, so nothing was computed. Reply with only a ```python block that fixes it, or, if it cannot be "
+    "fixed, say so in one sentence and give no value."
+)
+#: the step after code that raised again: nothing more is asked of the code, and nothing made up is answered
+FAILED = (
+    "The code failed, so nothing was computed. Say so in one sentence, and give no value or answer that was not "
     "computed."
 )
 
@@ -303,16 +323,19 @@ def answer_step(named: list[str], values: bool = True) -> AnswerStep:
     told this, it answered in the prompt's form in 9 of 9 (those 3 in 1–2 s rather than 17–21 s), the 4 it had
     answered right still right.
     Told also "if the code failed, reply with a fixed block", it sent the same block again (4 of 4, the
-    code had not failed), so that is not said; and said only after a traceback — "The code failed. Your next reply is
-    only a ```python block that fixes it …" in place of this step — it sent the failing block unchanged (3 of the 3
-    second requests kept after a `KeyError` or a `TypeError`), so a failed output gets this step too. '' when the
-    prompt names no data. ``values`` False (the policy's ``values: schema-only``): the output was shown to the user
+    code had not failed), so that is not said. After code that raised, "answer now" made it up (``@0``, a correlation
+    of ``None``, an empty list: the 3 second requests kept after a `KeyError` or a `TypeError`, 11–15 s each), so
+    such a step gets :data:`RETRY` once a turn — the 1.5B sent another block (3 of 3, none of them fixed), a model
+    that can fix its code does — and :data:`FAILED` after: told that, the 1.5B said the code failed and gave no
+    value (3 of 3, in 2–3 s). '' when the prompt names no data. ``values`` False (the policy's ``values: schema-only``): the output was shown to the user
     and not sent, so the model is told to say what its code computes (:data:`NOT_SENT_STEP`)."""
     if not named:
         return AnswerStep()
     if not values:
         return AnswerStep(NOT_SENT_STEP, NOT_RUN)
-    return AnswerStep("Answer the prompt now, in the form it asks for, from what the code printed.", NOT_RUN)
+    return AnswerStep(
+        "Answer the prompt now, in the form it asks for, from what the code printed.", NOT_RUN, RETRY, FAILED
+    )
 
 
 def named(

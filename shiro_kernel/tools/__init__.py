@@ -188,6 +188,7 @@ def run_tool(tools: dict[str, Tool], call: ToolCallPart, ctx: ToolContext) -> To
     if not isinstance(output, ToolOutput):
         return result(output)
     part = result(output.text, output.is_error, output.refused)
+    part.raised = output.raised
     part.meta.update(output.meta)
     part.displays = [_redact_display(d) for d in output.displays]
     notes: list[str] = []

@@ -145,6 +145,8 @@ class ToolOutput:
     displays: list[dict[str, Any]] = field(default_factory=list)
     #: a failure that still has something to show (a rejected change's row): the text starts ``Error:``
     is_error: bool = False
+    #: the code it ran raised, its traceback the end of ``text`` (:attr:`~shiro_kernel.transcript.ToolResultPart.raised`)
+    raised: bool = False
     #: the change was not approved (a review nobody answered in time): the result is ``refused``, as when the
     #: turn's approval question goes unanswered
     refused: bool = False

@@ -310,7 +310,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
     try:
         source = shell.transform_cell(code)
     except SyntaxError as exc:
-        return ToolOutput(_format_exception(exc).rstrip("\n"))
+        return ToolOutput(_format_exception(exc).rstrip("\n"), raised=True)
     except Exception as exc:  # IPython's transformers may raise anything on odd input: the model is told
         raise ToolError(f"could not transform the code ({type(exc).__name__}: {exc})") from None
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
@@ -364,7 +364,7 @@ def run_python(shell: Any, code: str) -> ToolOutput:
         raise interrupted
     parts = [joined(log), fd_text, value_text, error, capture.note_text()]
     text = "\n".join(p.rstrip("\n") for p in parts if p and p.strip())
-    return ToolOutput(text or "(no output)", images=capture.images, displays=capture.bundles)
+    return ToolOutput(text or "(no output)", images=capture.images, displays=capture.bundles, raised=bool(error))
 
 
 def _run(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:

@@ -160,6 +160,28 @@ def test_a_lean_turn_on_data_is_told_to_compute_first_until_it_calls(monkeypatch
     assert answer in second and answer not in first
 
 
+def test_a_lean_turn_whose_block_raised_is_asked_to_fix_it_not_to_answer(
+    monkeypatch, fake_openai, tmp_path, plain_shell
+):
+    from fakeopenai import Call, Reply
+
+    from shiro_kernel.context.workspace import FAILED, RETRY
+
+    (tmp_path / "titanic.csv").write_text("PassengerId,Fare\n1,7.25\n2,71.28\n")
+    fake_openai.small_local_model = True  # its calls come as text, read from the reply
+    agent = _agent(monkeypatch, fake_openai, tmp_path, "qwen", plain_shell, approval="auto")
+    wrong = "import pandas as pd; print(pd.read_csv('titanic.csv')['fare'].mean())"  # KeyError: the column is Fare
+    fake_openai.enqueue(
+        Reply(tool_calls=[Call("python", {"code": wrong})]),
+        Reply(tool_calls=[Call("python", {"code": wrong})]),  # the same block again, as the 1.5B sends it
+        Reply(text="The code failed, so nothing was computed."),
+    )
+    assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
+    _, second, third = (json.dumps(r.body["input"]) for r in fake_openai.requests)
+    assert "KeyError" in second and json.dumps(RETRY)[1:-1] in second and "Answer the prompt now" not in second
+    assert json.dumps(FAILED)[1:-1] in third and json.dumps(RETRY)[1:-1] not in third
+
+
 def test_a_full_turn_or_a_prompt_without_data_is_not_told_a_first_step(monkeypatch, fake_openai, tmp_path):
     from fakeopenai import Reply
 
