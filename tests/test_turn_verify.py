@@ -177,7 +177,7 @@ def test_after_code_that_raised_the_step_asks_for_a_fix_once_then_for_no_made_up
     model = FakeModel().enqueue(
         Reply(tool_calls=[Call("python", {"code": "print('loaded')\nsales['avg. wait time']"})]),  # NameError
         Reply(tool_calls=[Call("python", {"code": "1 / 0"})]),
-        Reply(text="The code failed, so nothing was computed."),
+        Reply(text="It failed: there is no column fare."),
     )
     _python_turn(model, tmp_path, plain_shell).run("how many outliers are there?")
     states = [request.state for request in model.history]

@@ -299,14 +299,11 @@ NOT_RUN = (
 
 #: the step after code that raised, the first time in a turn: a model that can fix it does; one that cannot says so
 RETRY = (
-    "The code failed, so nothing was computed. Reply with only a ```python block that fixes it, or, if it cannot be "
-    "fixed, say so in one sentence and give no value."
+    "The code failed before it finished (its error is above). Reply with only a ```python block that fixes it, or, "
+    "if it cannot be fixed, say so in one sentence and give no value the code did not print."
 )
 #: the step after code that raised again: nothing more is asked of the code, and nothing made up is answered
-FAILED = (
-    "The code failed, so nothing was computed. Say so in one sentence, and give no value or answer that was not "
-    "computed."
-)
+FAILED = "The code failed again. Say in one sentence why it failed, and give no value or answer the code did not print."
 
 
 #: the step after an output under ``values: schema-only``: the model never reads it, the user does
@@ -326,8 +323,8 @@ def answer_step(named: list[str], values: bool = True) -> AnswerStep:
     code had not failed), so that is not said. After code that raised, "answer now" made it up (``@0``, a correlation
     of ``None``, an empty list: the 3 second requests kept after a `KeyError` or a `TypeError`, 11–15 s each), so
     such a step gets :data:`RETRY` once a turn — the 1.5B sent another block (3 of 3, none of them fixed), a model
-    that can fix its code does — and :data:`FAILED` after: told that, the 1.5B said the code failed and gave no
-    value (3 of 3, in 2–3 s). '' when the prompt names no data. ``values`` False (the policy's ``values: schema-only``): the output was shown to the user
+    that can fix its code does — and :data:`FAILED` after: told that, the 1.5B said why the code failed (a column
+    that is not there, ``corr`` called wrongly) and gave no value (3 of 3, in 3–4 s). '' when the prompt names no data. ``values`` False (the policy's ``values: schema-only``): the output was shown to the user
     and not sent, so the model is told to say what its code computes (:data:`NOT_SENT_STEP`)."""
     if not named:
         return AnswerStep()

@@ -174,7 +174,7 @@ def test_a_lean_turn_whose_block_raised_is_asked_to_fix_it_not_to_answer(
     fake_openai.enqueue(
         Reply(tool_calls=[Call("python", {"code": wrong})]),
         Reply(tool_calls=[Call("python", {"code": wrong})]),  # the same block again, as the 1.5B sends it
-        Reply(text="The code failed, so nothing was computed."),
+        Reply(text="It failed: there is no column fare."),
     )
     assert agent.ask("What is the mean Fare in titanic.csv?").reason == "answered"
     _, second, third = (json.dumps(r.body["input"]) for r in fake_openai.requests)
