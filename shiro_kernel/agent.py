@@ -76,12 +76,11 @@ class Agent:
             SessionStore(home() / "sessions"),
             notebook=where.notebook_str,
             namespace=where.namespace,
-            store_setting=lambda: bool(self.config.store),
-            model=lambda: str(self.config.model),
+            settings=self.config,
         )
         #: memory on or off for the session, the memories muted, the project's stores (:mod:`~.memory.session_memory`)
         self.memory = SessionMemory(self.config, where)
-        self.providers = ProviderHolder(self.config, lambda: self.current.session.id)
+        self.providers = ProviderHolder(self.config, self.current)
         self.tools: dict[str, Tool] = all_tools()
         self.abort = threading.Event()
         self.spend = SpendLimit(self.config)  # "cannot check the budget": once per kernel
@@ -92,12 +91,10 @@ class Agent:
                 tools=self.tools,
                 shell=self.shell,
                 context=self.mcp_context,
-                session=lambda: self.current.session,
-                busy=lambda: self.turning,
+                current=self.current,
                 abort=self.abort,
             )
         )
-        self.turning = False  # a turn is running (other agents' calls are recorded when it ends)
         #: the ids of the turns run or replayed in this kernel: a rerun of their cell asks the model
         self.turns_here: set[str] = set()
         self.tighten = TightenOnce()  # making an older SHIRO_HOME private, once
@@ -143,11 +140,11 @@ class Agent:
         turn = replace(turn, observers=tuple(o for o in observers if o is not None))
         if not keep_abort:
             self.abort.clear()
-        self.turning = True
+        self.current.turning = True
         try:
             return turn.run(line.prompt)
         finally:
-            self.turning = False
+            self.current.turning = False
             self.mcp.flush_notes()  # what other agents did meanwhile
 
     def begin(self, line: Line, front: Frontend = HEADLESS) -> Turn:
@@ -287,7 +284,7 @@ class Agent:
         force: bool = False,
     ) -> str:
         """``/undo`` and the Undo buttons (:meth:`~shiro_kernel.undo.kernel.Undo.back`), refused while a turn runs."""
-        if self.turning:
+        if self.current.turning:
             return UNDO_WHILE_TURNING
         return self.undo.back(
             call_id, self.location.namespace, self.location.live, self.current.session, on_main=on_main, force=force

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .context import cell_changes, restart, rules
 from .context.prompt import step_state
@@ -23,6 +23,9 @@ from .store.autosave import Autosaver
 from .store.lease import Lease
 from .store.sessions import SessionStore
 from .store.short_ids import short_id
+
+if TYPE_CHECKING:
+    from .config import Shiro
 
 #: what a turn or ``/save`` says when the record could not be written
 SAVE_FAILED = (
@@ -52,26 +55,25 @@ class Current:
         *,
         notebook: Callable[[], str | None],
         namespace: Callable[[], dict[str, Any] | None],
-        store_setting: Callable[[], bool],
-        model: Callable[[], str],
+        settings: Shiro,
     ) -> None:
         self.store = store
         self._notebook = notebook
         self._namespace = namespace
-        self._store_setting = store_setting
-        self._model = model
+        self._settings = settings  # ``store`` and ``model``, read when used (``%config`` may change them)
         self.session = Session(notebook_path=notebook())
         #: what the wire copy keeps of the session between its turns (never saved; a new one with each session)
         self.wire = WireState()
         self.autosaver = self._autosaver(self.session)
         self.started = False  # has this kernel chosen its session yet?
+        self.turning = False  # a turn is running (other agents' calls are recorded in it when it ends)
         #: variables the resumed session's earlier turns created that this kernel lacks (name -> code);
         #: told to the model on the first turn after the resume
         self.lost: dict[str, str] = {}
         self.tell_lost = False
 
     def _autosaver(self, session: Session) -> Autosaver:
-        return Autosaver(self.store, session, lambda: self.session.model or self._model())
+        return Autosaver(self.store, session, lambda: self.session.model or str(self._settings.model))
 
     def switch_to(self, session: Session, lease: Lease | None = None) -> None:
         """Make ``session`` current: the old one is saved (if it has messages) and stops autosaving (its
@@ -151,7 +153,7 @@ class Current:
         the resumed one ('' for none)."""
         # the request validator also runs on resume: a record written by an older version, edited by
         # hand or cut short by a crash is repaired once, here, and the user is told what changed
-        fixed, repairs = rules.check_and_repair(self.session.messages, store=self._store_setting())
+        fixed, repairs = rules.check_and_repair(self.session.messages, store=bool(self._settings.store))
         shown = rules.notable(repairs)
         lines = []
         if shown:

@@ -49,4 +49,4 @@ def test_ask_runs_the_turn_begin_built_through_its_observers(monkeypatch, fake_o
     assert len(session.egress.turns) == 1 and len(session.egress.requests(session.egress.turns[0]["turn"])) == 2
     said = agent.undo_back()
     assert not (tmp_path / "sum.txt").exists(), said  # its checkpoint, by turn id
-    assert HEADLESS.headless and not agent.turning
+    assert HEADLESS.headless and not agent.current.turning

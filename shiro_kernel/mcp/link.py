@@ -48,7 +48,7 @@ from .token_file import delete_token_file, write_token_file
 
 if TYPE_CHECKING:
     from ..config import Shiro
-    from ..session import Session
+    from ..current import Current
     from .client import McpManager
     from .server import McpKernelServer
 
@@ -87,10 +87,9 @@ class McpSeams:
     shell: Any
     #: a tool context for another agent's call (the project, the namespace, the task list, memory)
     context: Callable[[], ToolContext]
-    #: the session other agents' calls are recorded in
-    session: Callable[[], Session]
-    #: a turn is running: notes of other agents' calls wait until it ends
-    busy: Callable[[], bool]
+    #: the kernel's current session, which other agents' calls are recorded in; while a turn runs in it
+    #: (:attr:`Current.turning`) their notes wait until it ends
+    current: Current
     #: set by Stop: a turn waiting for an answer about a repository's server gives up
     abort: threading.Event
 
@@ -351,12 +350,12 @@ class McpLink:
         )
         with self._lock:
             self._notes.append(Message.user(text))
-        if not self.seams.busy():
+        if not self.seams.current.turning:
             self.flush_notes()
 
     def flush_notes(self) -> int:
         """Move the waiting notes into the session (not while a call waits for approval)."""
-        session = self.seams.session()
+        session = self.seams.current.session
         with self._lock:
             if not self._notes or rules.pending_calls(session.messages):
                 return 0

@@ -15,6 +15,7 @@ from .. import policy, redact
 
 if TYPE_CHECKING:
     from ..config import Shiro
+    from ..current import Current
     from .client import Provider, ProviderSettings
 
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
@@ -22,11 +23,11 @@ MERGE_RETRIES = 2
 
 
 class ProviderHolder:
-    """``config``'s provider; ``cache_key``: the session's id (one session, one cache: its requests share their
-    prefix)."""
+    """``config``'s provider; its cache key is ``current``'s session id (one session, one cache: its requests
+    share their prefix)."""
 
-    def __init__(self, config: Shiro, cache_key: Callable[[], str]) -> None:
-        self.config, self.cache_key = config, cache_key
+    def __init__(self, config: Shiro, current: Current) -> None:
+        self.config, self.current = config, current
         self.provider: Provider | None = None
 
     def settings(self, model: str | None = None, reasoning_effort: str | None = None) -> ProviderSettings:
@@ -40,7 +41,7 @@ class ProviderHolder:
             {"base_url": c.base_url, "model": model or c.model, "approval": c.approval, "budget_usd": c.budget_usd}
         )
         redact.set_floor(policy.redact_floor(found))
-        settings = ProviderSettings.of(c, model, reasoning_effort, cache_key=self.cache_key())
+        settings = ProviderSettings.of(c, model, reasoning_effort, cache_key=self.current.session.id)
         return replace(settings, values=policy.values_of(found))
 
     def get(self, model: str | None = None, reasoning_effort: str | None = None) -> Provider:

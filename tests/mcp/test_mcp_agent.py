@@ -217,10 +217,10 @@ def test_other_agents_calls_are_recorded_in_the_session(agent: Agent) -> None:
     note = agent.current.session.messages[-1]
     assert note.role == "user" and note.text.startswith("[claude-code 2.0 used this kernel through MCP: python(")
     # while a turn runs the note waits for its end
-    agent.turning = True
+    agent.current.turning = True
     agent.mcp._record("codex", "inspect", {}, "x: int = 1")
     assert "codex" not in agent.current.session.messages[-1].text
-    agent.turning = False
+    agent.current.turning = False
     assert agent.mcp.flush_notes() == 1 and "codex" in agent.current.session.messages[-1].text
 
 
