@@ -9,24 +9,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import policy, redact
 
 if TYPE_CHECKING:
     from ..config import Shiro
-    from ..current import Current
+    from ..session import Session
     from .client import Provider, ProviderSettings
 
 #: the seed's ``/memory`` merge call retries twice (a turn's calls retry ``Shiro.max_retries`` times)
 MERGE_RETRIES = 2
 
 
+class InUse(Protocol):
+    """What holds the session in use (the agent's :class:`~shiro_kernel.current.Current`): the session changes when
+    another is resumed, so it is read at each request."""
+
+    @property
+    def session(self) -> Session: ...
+
+
 class ProviderHolder:
     """``config``'s provider; its cache key is ``current``'s session id (one session, one cache: its requests
     share their prefix)."""
 
-    def __init__(self, config: Shiro, current: Current) -> None:
+    def __init__(self, config: Shiro, current: InUse) -> None:
         self.config, self.current = config, current
         self.provider: Provider | None = None
 
