@@ -29,6 +29,7 @@ from .context.prompt import Kept
 from .current import Current
 from .errors import RequestError
 from .events import Event, Notice, Observer, TurnEnd
+from .ids import uuid7
 from .line import Line
 from .location import Location
 from .mcp.link import McpLink, McpSeams
@@ -51,7 +52,6 @@ from .rerun.check import NO_MODEL_IN_CHECK, check_saved
 from .rerun.record import ReplayRecord
 from .store import files
 from .store.assets import assets
-from .store.ids import uuid7
 from .store.paths import home
 from .store.sessions import SessionStore
 from .store.writeahead import WriteAhead, changes_something

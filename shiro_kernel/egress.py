@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from .store.ids import now_iso, uuid7
+from .ids import now_iso, uuid7
 from .transcript import ImageRef, Message, ToolResultPart
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from .egress import Ledger
 from .events import Usage
-from .store.ids import now_iso, uuid7
+from .ids import now_iso, uuid7
 from .tasks import TaskList
 from .transcript import Message
 

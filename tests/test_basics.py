@@ -4,10 +4,10 @@ import uuid
 import pytest
 from IPython.core.error import UsageError
 
+from shiro_kernel.ids import now_iso, uuid7
 from shiro_kernel.magics import claim_question_lines, parse_line
 from shiro_kernel.provider.failures import redact
 from shiro_kernel.provider.pricing import cost_usd
-from shiro_kernel.store.ids import now_iso, uuid7
 
 
 def test_uuid7_is_v7_and_sorts_by_creation():

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError, CorruptFile
+from ..ids import now_iso
 from ..store import paths
 from ..store.files import read_json, write_atomic, write_json
-from ..store.ids import now_iso
 from ..store.private import make_dirs
 from . import index_file
 from .manifest import Manifest, load_manifest, marker, missing, missing_lines, parse_needs, status_lines

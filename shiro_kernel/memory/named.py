@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MemoryRefused, StoreError
+from ..ids import now_iso
 from ..store import files
 from ..store.private import make_dirs
 from . import bundles
@@ -134,8 +135,6 @@ def record_provenance(dir_: Path, name: str, source: dict[str, Any] | None) -> N
     """Note where the write of ``name`` came from in ``<dir>/.provenance.json`` (read-modify-write
     under the index lock; an unreadable sidecar is replaced). Nothing is written without a source
     (the CLI, bundles). Never raises: provenance is a hint."""
-    from ..store.ids import now_iso
-
     if not source:
         return
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorruptFile, MemoryRefused
+from ..ids import now_iso, uuid7
 from ..store import files, paths
-from ..store.ids import now_iso, uuid7
 
 KINDS = ("fact", "decision", "gotcha", "command")
 MAX_TEXT = 400

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..events import Event, Recorded, TurnEnd
+from ..ids import uuid7
 from ..line import Line
-from ..store.ids import uuid7
 from ..transcript import Message
 from .replay_plan import replay_fields
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import environment
 from ..events import Recorded, TurnEnd, Usage
+from ..ids import uuid7
 from ..notebook.file import read_notebook_shared
-from ..store.ids import uuid7
 from ..store.short_ids import short_id
 from ..ui.kernel import has_frontend, run_by_a_program
 from ..ui.text_view import TextView

@@ -19,10 +19,10 @@ from typing import Any
 
 from ..egress import Ledger
 from ..events import Usage
+from ..ids import now_iso
 from ..session import Session
 from ..text import one_line
 from ..transcript import Message, messages_from_json, messages_to_json
-from .ids import now_iso
 
 PROVIDER = "openai"
 TITLE_LIMIT = 60

@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Ambiguous, CorruptFile, RequestError, StoreError
+from ..ids import now_iso, uuid7
 from ..session import Session
 from ..transcript import Message
 from . import files
-from .ids import now_iso, uuid7
 from .index import Row, SessionIndex, SessionInfo, row_for
 from .lease import Busy, Lease, claim
 from .paths import home

@@ -221,7 +221,7 @@ def test_resolve_exact_unique_prefix_ambiguous_unknown(store: SessionStore) -> N
 
 
 def test_shown_ids_are_whole_groups_unique_here_and_never_under_8(store: SessionStore) -> None:
-    from shiro_kernel.store.ids import uuid7
+    from shiro_kernel.ids import uuid7
     from shiro_kernel.store.short_ids import shown_length, still_open
 
     old = [f"0193ab2c-{n:04x}-7000-8000-00000000000{n}" for n in (1, 2)]  # same 65 s window, long ago
